@@ -1,0 +1,2 @@
+//! krabka-bench.
+fn main() {}

@@ -1,0 +1,1 @@
+//! krabka broker (skeleton).

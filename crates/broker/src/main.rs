@@ -1,0 +1,2 @@
+//! The `krabka` binary.
+fn main() {}

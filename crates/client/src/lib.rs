@@ -1,0 +1,1 @@
+//! krabka-client: see DESIGN.md (skeleton; filled in by its issue).

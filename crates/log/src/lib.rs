@@ -1,0 +1,1 @@
+//! krabka-log: see DESIGN.md (skeleton; filled in by its issue).

@@ -1,0 +1,1 @@
+//! krabka-object-store: see DESIGN.md (skeleton; filled in by its issue).

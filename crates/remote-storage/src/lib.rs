@@ -1,0 +1,1 @@
+//! krabka-remote-storage: see DESIGN.md (skeleton; filled in by its issue).
