@@ -1,0 +1,59 @@
+//! The crate's error enum.
+
+/// Why an object-store config could not be built or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectStoreError {
+    /// The config names no bucket.
+    #[error("object store config has no bucket name")]
+    MissingBucket,
+    /// A config value is unusable; the message says which and why.
+    #[error("invalid object store config: {0}")]
+    InvalidConfig(String),
+    /// The credentials in the config are incomplete or unreadable.
+    #[error("object store credentials: {0}")]
+    Credentials(String),
+    /// `object_store` refused to build a client from the config.
+    #[error("cannot build object store client: {0}")]
+    Build(#[source] object_store::Error),
+    /// The bucket does not exist.
+    #[error("bucket {bucket:?} does not exist")]
+    BucketNotFound {
+        /// The bucket.
+        bucket: String,
+    },
+    /// The server rejected the credentials or denied access.
+    #[error("access to bucket {bucket:?} denied (check the credentials): {reason}")]
+    AccessDenied {
+        /// The bucket.
+        bucket: String,
+        /// The server's reason.
+        reason: String,
+    },
+    /// Any other failed request, e.g. an unreachable endpoint.
+    #[error("request to bucket {bucket:?} failed: {reason}")]
+    Request {
+        /// The bucket.
+        bucket: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl ObjectStoreError {
+    /// Classifies an `object_store` error raised by a request on `bucket`.
+    pub fn from_store(bucket: &str, error: object_store::Error) -> Self {
+        let bucket = bucket.to_owned();
+        match error {
+            object_store::Error::NotFound { .. } => Self::BucketNotFound { bucket },
+            object_store::Error::PermissionDenied { source, .. }
+            | object_store::Error::Unauthenticated { source, .. } => Self::AccessDenied {
+                bucket,
+                reason: source.to_string(),
+            },
+            other => Self::Request {
+                bucket,
+                reason: other.to_string(),
+            },
+        }
+    }
+}
