@@ -1,1 +1,16 @@
-//! krabka-remote-storage-topic: see DESIGN.md (skeleton; filled in by its issue).
+//! krabka-remote-storage-topic: remote log metadata kept in the
+//! `__remote_log_metadata` topic (KIP-405), as Kafka's
+//! `TopicBasedRemoteLogMetadataManager` keeps it.
+
+mod error;
+mod log;
+mod partitioner;
+
+pub use {
+    error::MetadataLogError,
+    log::{
+        AssignmentHandle, InProcessMetadataEventLog, KeyedEvent, MetadataEventLog,
+        MetadataEventRecord, MetadataEventStream, PartitionStart, RangeVisitor,
+    },
+    partitioner::{RemoteLogMetadataTopicPartitioner, murmur2},
+};
