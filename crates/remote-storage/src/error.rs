@@ -10,8 +10,7 @@
 use {
     crate::{
         metadata::{
-            RemoteLogSegmentId, RemoteLogSegmentState, RemotePartitionDeleteState,
-            TopicIdPartition,
+            RemoteLogSegmentId, RemoteLogSegmentState, RemotePartitionDeleteState, TopicIdPartition,
         },
         storage_manager::IndexType,
     },

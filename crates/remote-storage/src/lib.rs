@@ -136,16 +136,16 @@
 // pub mod diskless; // lands with its module doc
 // pub mod dump; // lands with the dump
 mod error;
-// mod gcs; // enabled by the S3/WORM work
+mod gcs;
 pub mod index;
 // mod index_cache; // lands with the index cache
 // mod inmemory; // lands with the in-memory manager
 // mod local; // lands with the filesystem tier
 mod metadata;
 mod metadata_manager;
-// mod s3; // enabled by the S3/WORM work
+mod s3;
 mod storage_manager;
-// mod worm; // enabled by the S3/WORM work
+mod worm;
 
 #[cfg(test)]
 mod test_support;
@@ -154,7 +154,10 @@ mod test_support;
 // switch its own on.
 // pub use dump::{PartitionDump, RlmmCacheDump}; // lands with the dump
 pub use error::RemoteStorageError;
-pub use index::{AbortedTxnIndexEntry, BytePosition, LogOffset, OffsetIndexEntry, RelativeOffset, TimeIndexEntry, TimestampMs};
+pub use index::{
+    AbortedTxnIndexEntry, BytePosition, LogOffset, OffsetIndexEntry, RelativeOffset,
+    TimeIndexEntry, TimestampMs,
+};
 // pub use index::{
 //     corrupt_log, end_position_for, first_batch_at_or_after, first_record_at_or_after_timestamp,
 //     parse_offset_index, parse_time_index, parse_txn_index, position_for_relative_offset,
@@ -165,11 +168,10 @@ pub use index::{AbortedTxnIndexEntry, BytePosition, LogOffset, OffsetIndexEntry,
 //     REMOTE_INDEX_CACHE_DIR, RemoteIndexCache,
 // }; // lands with the index cache
 // pub use inmemory::InmemoryRemoteLogMetadataManager; // lands with the in-memory manager
-// enabled by the S3/WORM work
-// pub use krabka_object_store::{
-//     DEFAULT_MULTIPART_CHUNK_SIZE, DEFAULT_MULTIPART_THRESHOLD, GcsConfig, ObjectStoreConfig,
-//     S3Config,
-// };
+pub use krabka_object_store::{
+    DEFAULT_MULTIPART_CHUNK_SIZE, DEFAULT_MULTIPART_THRESHOLD, GcsConfig, ObjectStoreConfig,
+    S3Config,
+};
 // pub use local::LocalTieredStorage; // lands with the filesystem tier
 pub use metadata::{
     CustomMetadata, RemoteLogSegmentDetails, RemoteLogSegmentId, RemoteLogSegmentMetadata,
@@ -177,24 +179,22 @@ pub use metadata::{
     RemotePartitionDeleteState, TopicIdPartition,
 };
 pub use metadata_manager::RemoteLogMetadataManager;
-// enabled by the S3/WORM work
-// pub use s3::S3RemoteStorage;
+pub use s3::S3RemoteStorage;
 pub use storage_manager::{
     IndexType, LOG_FILE_SUFFIX, LogSegmentData, PartitionDirName, RemoteStorageManager,
     SegmentFileName, decode_kafka_uuid, kafka_uuid, parse_partition_dir_name,
     parse_segment_file_name, partition_dir_name, segment_file_name,
 };
-// enabled by the S3/WORM work
-// pub use worm::{
-//     ArchiveVerifyReport, AuthenticatedArchive, ChainHead, ChainStamp, EpochId, EpochSpan,
-//     HexBytes, MANIFEST_BODY_DOMAIN, MANIFEST_DOMAIN, MANIFEST_FORMAT_VERSION, MANIFEST_SUFFIX,
-//     MAX_MANIFEST_BYTES, ManifestBody, ManifestSeq, ManifestSignature, ObjectEntry,
-//     ObjectProtectionReport, OffsetGap, PartitionVerifyReport, SealedManifest, SegmentIdentity,
-//     SegmentManifest, Sha256Digest, TrustedManifestKeys, VerifyBreak, VerifyDepth,
-//     VerifyRequest, WORM_CHAIN_RECORD_VERSION, WormArchiver, WormChainRecord, WormConfig,
-//     WormError, authenticate_archive, canonical_manifest_bytes, manifest_head,
-//     manifest_signing_bytes, next_chain_stamp, verify_archive, verify_manifest_signature,
-// };
+pub use worm::{
+    ArchiveVerifyReport, AuthenticatedArchive, ChainHead, ChainStamp, EpochId, EpochSpan, HexBytes,
+    MANIFEST_BODY_DOMAIN, MANIFEST_DOMAIN, MANIFEST_FORMAT_VERSION, MANIFEST_SUFFIX,
+    MAX_MANIFEST_BYTES, ManifestBody, ManifestSeq, ManifestSignature, ObjectEntry,
+    ObjectProtectionReport, OffsetGap, PartitionVerifyReport, SealedManifest, SegmentIdentity,
+    SegmentManifest, Sha256Digest, TrustedManifestKeys, VerifyBreak, VerifyDepth, VerifyRequest,
+    WORM_CHAIN_RECORD_VERSION, WormArchiver, WormChainRecord, WormConfig, WormError,
+    authenticate_archive, canonical_manifest_bytes, manifest_head, manifest_signing_bytes,
+    next_chain_stamp, verify_archive, verify_manifest_signature,
+};
 
 #[cfg(test)]
 extern crate self as krabka_remote_storage;

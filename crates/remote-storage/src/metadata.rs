@@ -217,7 +217,10 @@ impl RemoteLogSegmentState {
         matches!(
             (from, to),
             (None, CopySegmentStarted)
-                | (Some(CopySegmentStarted), CopySegmentFinished | DeleteSegmentStarted)
+                | (
+                    Some(CopySegmentStarted),
+                    CopySegmentFinished | DeleteSegmentStarted
+                )
                 | (Some(CopySegmentFinished), DeleteSegmentStarted)
                 | (Some(DeleteSegmentStarted), DeleteSegmentFinished)
         )
@@ -711,5 +714,188 @@ impl RemotePartitionDeleteMetadata {
     #[must_use]
     pub fn broker_id(&self) -> BrokerId {
         self.broker_id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        crate::test_support::{partition, segment},
+        assert2::{check, let_assert},
+    };
+
+    fn details(epochs: &[(i32, i64)]) -> RemoteLogSegmentDetails {
+        RemoteLogSegmentDetails::new(
+            100,
+            RemoteLogSegmentState::CopySegmentStarted,
+            epochs.iter().map(|&(e, o)| (LeaderEpoch(e), o)).collect(),
+        )
+    }
+
+    fn build(
+        start: i64,
+        end: i64,
+        details: RemoteLogSegmentDetails,
+    ) -> Result<RemoteLogSegmentMetadata, RemoteStorageError> {
+        RemoteLogSegmentMetadata::new(
+            RemoteLogSegmentId::generate_new(partition()),
+            start,
+            end,
+            5,
+            1,
+            6,
+            details,
+        )
+    }
+
+    #[test]
+    fn valid_metadata_keeps_every_field() {
+        let custom = CustomMetadata::new(vec![1, 2, 3]);
+        let metadata = build(
+            10,
+            99,
+            details(&[(0, 10), (3, 50)])
+                .with_custom_metadata(Some(custom.clone()))
+                .with_txn_idx_empty(true),
+        )
+        .unwrap();
+        check!(metadata.start_offset() == 10);
+        check!(metadata.end_offset() == 99);
+        check!(metadata.max_timestamp_ms() == 5);
+        check!(metadata.broker_id() == BrokerId(1));
+        check!(metadata.event_timestamp_ms() == 6);
+        check!(metadata.segment_size_in_bytes() == 100);
+        check!(metadata.custom_metadata() == Some(&custom));
+        check!(metadata.is_txn_idx_empty());
+        check!(metadata.epoch_end_offset(LeaderEpoch(0)) == Some(49));
+        check!(metadata.epoch_end_offset(LeaderEpoch(3)) == Some(99));
+        check!(metadata.epoch_end_offset(LeaderEpoch(1)) == None);
+    }
+
+    #[test]
+    fn invalid_metadata_is_refused() {
+        let cases = [
+            build(-1, 5, details(&[(0, 0)])),
+            build(6, 5, details(&[(0, 6)])),
+            build(0, 5, details(&[])),
+            build(0, 5, details(&[(0, 6)])),
+            build(2, 5, details(&[(0, 1)])),
+            build(0, 5, details(&[(0, 3), (1, 2)])),
+            build(0, 5, details(&[(-1, 0)])),
+            build(
+                0,
+                5,
+                RemoteLogSegmentDetails::new(
+                    -1,
+                    RemoteLogSegmentState::CopySegmentStarted,
+                    [(LeaderEpoch(0), 0)].into(),
+                ),
+            ),
+        ];
+        for (n, case) in cases.into_iter().enumerate() {
+            let_assert!(
+                Err(RemoteStorageError::InvalidMetadata { .. }) = case,
+                "case {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn updates_apply_to_their_own_segment_only() {
+        let metadata = segment(0, 9);
+        let update = RemoteLogSegmentMetadataUpdate::new(
+            metadata.remote_log_segment_id().clone(),
+            77,
+            Some(CustomMetadata::new(vec![9])),
+            RemoteLogSegmentState::CopySegmentFinished,
+            4,
+        );
+        let updated = metadata.create_with_updates(&update).unwrap();
+        check!(updated.state() == RemoteLogSegmentState::CopySegmentFinished);
+        check!(updated.event_timestamp_ms() == 77);
+        check!(updated.broker_id() == BrokerId(4));
+        check!(updated.custom_metadata().map(CustomMetadata::value) == Some(&[9u8][..]));
+        check!(updated.start_offset() == metadata.start_offset());
+
+        let other = segment(0, 9);
+        let_assert!(
+            Err(RemoteStorageError::InvalidMetadata { .. }) = other.create_with_updates(&update)
+        );
+    }
+
+    #[test]
+    fn state_ids_are_kafkas() {
+        let ids: Vec<i8> = RemoteLogSegmentState::ALL.iter().map(|s| s.id()).collect();
+        check!(ids == [0, 1, 2, 3]);
+        let ids: Vec<i8> = RemotePartitionDeleteState::ALL
+            .iter()
+            .map(|s| s.id())
+            .collect();
+        check!(ids == [0, 1, 2]);
+        for state in RemoteLogSegmentState::ALL {
+            check!(RemoteLogSegmentState::from_id(state.id()) == Some(state));
+        }
+        for state in RemotePartitionDeleteState::ALL {
+            check!(RemotePartitionDeleteState::from_id(state.id()) == Some(state));
+        }
+        check!(RemoteLogSegmentState::from_id(4) == None);
+        check!(RemoteLogSegmentState::from_id(-1) == None);
+        check!(RemotePartitionDeleteState::from_id(3) == None);
+    }
+
+    #[test]
+    fn segment_transitions_against_the_full_table() {
+        use RemoteLogSegmentState::*;
+        let legal = [
+            (None, CopySegmentStarted),
+            (Some(CopySegmentStarted), CopySegmentFinished),
+            (Some(CopySegmentStarted), DeleteSegmentStarted),
+            (Some(CopySegmentFinished), DeleteSegmentStarted),
+            (Some(DeleteSegmentStarted), DeleteSegmentFinished),
+        ];
+        let froms = std::iter::once(None).chain(RemoteLogSegmentState::ALL.map(Some));
+        let mut seen = 0;
+        for from in froms {
+            for to in RemoteLogSegmentState::ALL {
+                let expected = legal.contains(&(from, to));
+                check!(
+                    RemoteLogSegmentState::is_valid_transition(from, to) == expected,
+                    "{from:?} -> {to:?}"
+                );
+                seen += 1;
+            }
+        }
+        check!(seen == 20);
+    }
+
+    #[test]
+    fn partition_delete_transitions_against_the_full_table() {
+        use RemotePartitionDeleteState::*;
+        let legal = [
+            (None, DeletePartitionMarked),
+            (Some(DeletePartitionMarked), DeletePartitionStarted),
+            (Some(DeletePartitionStarted), DeletePartitionFinished),
+        ];
+        let froms = std::iter::once(None).chain(RemotePartitionDeleteState::ALL.map(Some));
+        for from in froms {
+            for to in RemotePartitionDeleteState::ALL {
+                let expected = legal.contains(&(from, to));
+                check!(
+                    RemotePartitionDeleteState::is_valid_transition(from, to) == expected,
+                    "{from:?} -> {to:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn display_forms() {
+        check!(partition().to_string() == "AAAAAAAAAAAAAAAAAAAAyg:orders-7");
+        check!(RemoteLogSegmentState::DeleteSegmentStarted.to_string() == "DELETE_SEGMENT_STARTED");
+        check!(
+            RemotePartitionDeleteState::DeletePartitionMarked.to_string()
+                == "DELETE_PARTITION_MARKED"
+        );
     }
 }

@@ -147,8 +147,10 @@ pub trait RemoteLogMetadataManager: Send + Sync {
     /// # Errors
     ///
     /// `Closed`, or a storage error of the implementation.
-    fn on_stopped_partitions(&self, partitions: &[TopicIdPartition])
-    -> Result<(), RemoteStorageError>;
+    fn on_stopped_partitions(
+        &self,
+        partitions: &[TopicIdPartition],
+    ) -> Result<(), RemoteStorageError>;
 
     /// Total `.log` bytes of the segments that
     /// [`list_remote_log_segments_for_epoch`](Self::list_remote_log_segments_for_epoch)

@@ -368,3 +368,112 @@ pub fn parse_segment_file_name(name: &str) -> Result<SegmentFileName, RemoteStor
         suffix: suffix.to_owned(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        assert2::{check, let_assert},
+        proptest::prelude::*,
+    };
+
+    #[test]
+    fn names_match_kafkas_local_tiered_storage() {
+        let tp = TopicIdPartition::new(Uuid::from_u128(0xCA), "orders", 7);
+        check!(partition_dir_name(&tp) == "orders-7-AAAAAAAAAAAAAAAAAAAAyg");
+        check!(
+            segment_file_name(42, Uuid::from_u128(0xFE), LOG_FILE_SUFFIX)
+                == "00000000000000000042-AAAAAAAAAAAAAAAAAAAA_g.log"
+        );
+        let suffixes: Vec<&str> = IndexType::ALL.iter().map(|i| i.suffix()).collect();
+        check!(
+            suffixes
+                == [
+                    ".index",
+                    ".timeindex",
+                    ".txnindex",
+                    ".leader_epoch_checkpoint",
+                    ".snapshot"
+                ]
+        );
+    }
+
+    #[test]
+    fn topic_with_dashes_and_digits_parses() {
+        let tp = TopicIdPartition::new(Uuid::from_u128(u128::MAX), "my-topic-12", 3);
+        let parsed = parse_partition_dir_name(&partition_dir_name(&tp)).unwrap();
+        check!(parsed.topic_id_partition() == tp);
+    }
+
+    #[test]
+    fn garbage_names_are_refused() {
+        for name in [
+            "",
+            "orders",
+            "orders-7",
+            "-7-AAAAAAAAAAAAAAAAAAAAyg",
+            "orders--AAAAAAAAAAAAAAAAAAAAyg",
+            "orders-x-AAAAAAAAAAAAAAAAAAAAyg",
+            "orders-7_AAAAAAAAAAAAAAAAAAAAyg",
+            "orders-7-AAAAAAAAAAAAAAAAAAAAyh",
+            "or/ders-7-AAAAAAAAAAAAAAAAAAAAyg",
+            "..-7-AAAAAAAAAAAAAAAAAAAAyg",
+            "orders-99999999999-AAAAAAAAAAAAAAAAAAAAyg",
+            "é-7-AAAAAAAAAAAAAAAAAAAAéé",
+        ] {
+            let_assert!(
+                Err(RemoteStorageError::InvalidName { .. }) = parse_partition_dir_name(name),
+                "{name}"
+            );
+        }
+        for name in [
+            "",
+            "00000000000000000042",
+            "0000000000000000004-AAAAAAAAAAAAAAAAAAAA_g.log",
+            "00000000000000000042AAAAAAAAAAAAAAAAAAAA_g.log",
+            "00000000000000000042-AAAAAAAAAAAAAAAAAAAA_g",
+            "00000000000000000042-AAAAAAAAAAAAAAAAAAAA_g.",
+            "00000000000000000042-AAAAAAAAAAAAAAAAAAAA_glog",
+            "00000000000000000042-AAAAAAAAAAAAAAAAAAAA_g.l/g",
+            "+0000000000000000042-AAAAAAAAAAAAAAAAAAAA_g.log",
+            "99999999999999999999-AAAAAAAAAAAAAAAAAAAA_g.log",
+            "00000000000000000042-AAAAAAAAAAAAAAAAAAAAé.log",
+        ] {
+            let_assert!(
+                Err(RemoteStorageError::InvalidName { .. }) = parse_segment_file_name(name),
+                "{name}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn partition_dir_names_round_trip(
+            topic in "[a-zA-Z0-9._-]{1,40}",
+            partition in 0..=i32::MAX,
+            id in any::<u128>(),
+        ) {
+            prop_assume!(topic != "." && topic != "..");
+            let tp = TopicIdPartition::new(Uuid::from_u128(id), topic, partition);
+            let parsed = parse_partition_dir_name(&partition_dir_name(&tp)).unwrap();
+            prop_assert_eq!(parsed.topic_id_partition(), tp);
+        }
+
+        #[test]
+        fn segment_file_names_round_trip(start in 0..=i64::MAX, id in any::<u128>(), index in 0..6usize) {
+            let suffix = IndexType::ALL.get(index).map_or(LOG_FILE_SUFFIX, |i| i.suffix());
+            let name = segment_file_name(start, Uuid::from_u128(id), suffix);
+            let parsed = parse_segment_file_name(&name).unwrap();
+            prop_assert_eq!(parsed.start_offset, start);
+            prop_assert_eq!(parsed.segment_id, Uuid::from_u128(id));
+            prop_assert_eq!(parsed.index_type(), IndexType::ALL.get(index).copied());
+            prop_assert_eq!(parsed.is_log(), index == 5);
+        }
+
+        #[test]
+        fn arbitrary_names_never_panic(name in "\\PC{0,60}") {
+            let _ = parse_partition_dir_name(&name);
+            let _ = parse_segment_file_name(&name);
+        }
+    }
+}
