@@ -5,6 +5,7 @@
 mod error;
 mod log;
 mod partitioner;
+pub mod serde;
 
 pub use {
     error::MetadataLogError,
