@@ -1,1 +1,41 @@
-//! krabka-log: see DESIGN.md (skeleton; filled in by its issue).
+//! krabka-log: the on-disk partition log in Apache Kafka's own file formats.
+//!
+//! A partition directory `<topic>-<partition>` holds segments
+//! `<20-digit base offset>.log` with v2 record batches stored exactly as the
+//! producer sent them (only base offset, partition leader epoch and, for
+//! LogAppendTime, the max timestamp are rewritten), a sparse `.index`
+//! (relative offset u32 + position u32, big-endian) and `.timeindex`
+//! (timestamp i64 + relative offset u32) entry every `index.interval.bytes`,
+//! `.txnindex` entries for aborted transactions, producer-state `.snapshot`
+//! files, `leader-epoch-checkpoint` and `partition.metadata` — the same bytes
+//! Kafka writes, so tiered storage can copy them verbatim and Kafka's tools
+//! can read them.
+//!
+//! The entry point is [`Log`]; [`LogCleaner`] compacts logs with
+//! `cleanup.policy=compact`. All I/O is synchronous `std::fs`; async callers
+//! use `spawn_blocking` or dedicated threads.
+
+pub mod batch;
+pub mod checkpoint;
+
+mod clock;
+mod config;
+mod error;
+pub mod index;
+pub mod leader_epoch;
+mod load;
+mod log;
+pub mod producer_state;
+pub mod segment;
+pub mod txn_index;
+mod types;
+
+pub use {
+    clock::{Clock, ManualClock, SystemClock},
+    config::{CleanerConfig, CleanupPolicy, LogConfig, TimestampType},
+    error::LogError,
+    leader_epoch::EpochEntry,
+    log::Log,
+    producer_state::ProducerSummary,
+    types::{AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, TimestampOffset},
+};

@@ -1,0 +1,380 @@
+//! Kafka's sparse `.index` and `.timeindex` files.
+//!
+//! Entries live in memory (a sorted `Vec`) for lookups and are mirrored to the
+//! file with positional writes, so a lookup never touches the disk. Like
+//! Kafka, the file of the active segment is preallocated to
+//! `segment.index.bytes` and trimmed to its entries when the segment is
+//! rolled or the log closed; an index opened from a preallocated file is seen
+//! as "full of zero entries", which fails [`SparseIndex::sanity_check`] and is
+//! rebuilt from the segment.
+
+use {
+    crate::LogError,
+    std::{
+        fs::{File, OpenOptions},
+        io::Read,
+        os::unix::fs::FileExt,
+        path::{Path, PathBuf},
+        sync::RwLock,
+    },
+};
+
+/// One fixed-size entry of an index file.
+pub trait IndexEntry: Copy + std::fmt::Debug + PartialEq {
+    /// Bytes per entry on disk.
+    const SIZE: usize;
+    /// Big-endian encoding.
+    fn encode(&self, out: &mut [u8]);
+    /// Big-endian decoding of exactly [`Self::SIZE`] bytes.
+    fn decode(buf: &[u8]) -> Self;
+}
+
+/// `.index` entry: relative offset and byte position of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetEntry {
+    /// Offset relative to the segment's base offset (the batch's last offset).
+    pub relative_offset: u32,
+    /// Byte position of the batch in the `.log` file.
+    pub position: u32,
+}
+
+impl IndexEntry for OffsetEntry {
+    const SIZE: usize = 8;
+    fn encode(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&self.relative_offset.to_be_bytes());
+        out[4..8].copy_from_slice(&self.position.to_be_bytes());
+    }
+    fn decode(buf: &[u8]) -> Self {
+        let mut a = [0u8; 4];
+        let mut b = [0u8; 4];
+        a.copy_from_slice(&buf[0..4]);
+        b.copy_from_slice(&buf[4..8]);
+        Self {
+            relative_offset: u32::from_be_bytes(a),
+            position: u32::from_be_bytes(b),
+        }
+    }
+}
+
+/// `.timeindex` entry: a max timestamp so far and the offset it was seen at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeEntry {
+    /// The largest timestamp in the segment up to `relative_offset`.
+    pub timestamp: i64,
+    /// Offset (relative to the segment base) of the batch holding it.
+    pub relative_offset: u32,
+}
+
+impl IndexEntry for TimeEntry {
+    const SIZE: usize = 12;
+    fn encode(&self, out: &mut [u8]) {
+        out[0..8].copy_from_slice(&self.timestamp.to_be_bytes());
+        out[8..12].copy_from_slice(&self.relative_offset.to_be_bytes());
+    }
+    fn decode(buf: &[u8]) -> Self {
+        let mut a = [0u8; 8];
+        let mut b = [0u8; 4];
+        a.copy_from_slice(&buf[0..8]);
+        b.copy_from_slice(&buf[8..12]);
+        Self {
+            timestamp: i64::from_be_bytes(a),
+            relative_offset: u32::from_be_bytes(b),
+        }
+    }
+}
+
+/// A sparse index file with its entries cached in memory.
+#[derive(Debug)]
+pub struct SparseIndex<E: IndexEntry> {
+    path: PathBuf,
+    file: File,
+    entries: RwLock<Vec<E>>,
+    max_entries: RwLock<usize>,
+}
+
+impl<E: IndexEntry> SparseIndex<E> {
+    /// Opens (or creates) the index at `path`, reading every whole entry the
+    /// file holds, and allows up to `max_bytes / SIZE` entries.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error.
+    pub fn open(path: &Path, max_bytes: u64) -> Result<Self, LogError> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(LogError::io(path))?;
+        let mut raw = Vec::new();
+        file.read_to_end(&mut raw).map_err(LogError::io(path))?;
+        let entries: Vec<E> = raw.chunks_exact(E::SIZE).map(E::decode).collect();
+        let max_entries = (max_bytes as usize / E::SIZE).max(1);
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            entries: RwLock::new(entries),
+            max_entries: RwLock::new(max_entries),
+        })
+    }
+
+    /// Path of the index file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<E>> {
+        self.entries
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<E>> {
+        self.entries
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn max(&self) -> usize {
+        *self
+            .max_entries
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Number of entries.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether there are no entries.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether no further entry fits in `segment.index.bytes`.
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        self.len() >= self.max()
+    }
+
+    /// The last entry.
+    #[must_use]
+    pub fn last(&self) -> Option<E> {
+        self.read().last().copied()
+    }
+
+    /// A copy of all entries.
+    #[must_use]
+    pub fn entries(&self) -> Vec<E> {
+        self.read().clone()
+    }
+
+    /// The last entry whose `key` is `<= target` (entries are sorted by key).
+    pub fn floor_by<K: Ord>(&self, target: &K, key: impl Fn(&E) -> K) -> Option<E> {
+        let entries = self.read();
+        let idx = entries.partition_point(|e| key(e) <= *target);
+        idx.checked_sub(1).and_then(|i| entries.get(i)).copied()
+    }
+
+    /// Appends an entry at the end of the file.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a write error.
+    pub fn append(&self, entry: E) -> Result<(), LogError> {
+        let mut entries = self.write();
+        let mut buf = [0u8; 16];
+        entry.encode(&mut buf[..E::SIZE]);
+        let at = (entries.len() * E::SIZE) as u64;
+        self.file
+            .write_all_at(&buf[..E::SIZE], at)
+            .map_err(LogError::io(&self.path))?;
+        entries.push(entry);
+        Ok(())
+    }
+
+    /// Replaces all entries (used when rebuilding) and rewrites the file.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a write error.
+    pub fn reset(&self, new: Vec<E>, preallocate: bool) -> Result<(), LogError> {
+        let mut entries = self.write();
+        let mut raw = vec![0u8; new.len() * E::SIZE];
+        for (chunk, e) in raw.chunks_exact_mut(E::SIZE).zip(&new) {
+            e.encode(chunk);
+        }
+        self.file.set_len(0).map_err(LogError::io(&self.path))?;
+        self.file
+            .write_all_at(&raw, 0)
+            .map_err(LogError::io(&self.path))?;
+        *entries = new;
+        drop(entries);
+        if preallocate {
+            self.preallocate()?;
+        }
+        Ok(())
+    }
+
+    /// Drops entries for which `keep` is false from the end (truncation).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a write error.
+    pub fn truncate_while(&self, remove: impl Fn(&E) -> bool) -> Result<(), LogError> {
+        let mut entries = self.write();
+        while entries.last().is_some_and(&remove) {
+            entries.pop();
+        }
+        let len = (entries.len() * E::SIZE) as u64;
+        let file_len = self
+            .file
+            .metadata()
+            .map_err(LogError::io(&self.path))?
+            .len();
+        if file_len > len {
+            // Zero the dropped tail (the file may be preallocated).
+            let zeros = vec![0u8; (file_len - len).min(1 << 20) as usize];
+            let mut at = len;
+            while at < file_len {
+                let n = zeros.len().min((file_len - at) as usize);
+                self.file
+                    .write_all_at(&zeros[..n], at)
+                    .map_err(LogError::io(&self.path))?;
+                at += n as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Grows the file to `segment.index.bytes` (Kafka preallocates the index
+    /// of the active segment).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error.
+    pub fn preallocate(&self) -> Result<(), LogError> {
+        let len = (self.max() * E::SIZE) as u64;
+        let current = self
+            .file
+            .metadata()
+            .map_err(LogError::io(&self.path))?
+            .len();
+        if current < len {
+            self.file.set_len(len).map_err(LogError::io(&self.path))?;
+        }
+        Ok(())
+    }
+
+    /// Sets a new entry limit (on config change).
+    pub fn set_max_bytes(&self, max_bytes: u64) {
+        *self
+            .max_entries
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            (max_bytes as usize / E::SIZE).max(1);
+    }
+
+    /// Shrinks the file to exactly its entries (on roll and close).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error.
+    pub fn trim(&self) -> Result<(), LogError> {
+        let len = (self.len() * E::SIZE) as u64;
+        self.file.set_len(len).map_err(LogError::io(&self.path))
+    }
+
+    /// `fsync`s the file.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error.
+    pub fn flush(&self) -> Result<(), LogError> {
+        self.file.sync_data().map_err(LogError::io(&self.path))
+    }
+}
+
+impl SparseIndex<OffsetEntry> {
+    /// Kafka's sanity rules: relative offsets and positions strictly
+    /// increasing, positions inside the log file. A preallocated file that
+    /// was not trimmed (unclean shutdown) fails this.
+    #[must_use]
+    pub fn sanity_check(&self, log_size: u64) -> bool {
+        let entries = self.read();
+        entries
+            .windows(2)
+            .all(|w| w[0].relative_offset < w[1].relative_offset && w[0].position < w[1].position)
+            && entries
+                .first()
+                .is_none_or(|e| e.position > 0 || entries.len() == 1 && e.relative_offset > 0)
+            && entries
+                .last()
+                .is_none_or(|e| u64::from(e.position) < log_size)
+    }
+}
+
+impl SparseIndex<TimeEntry> {
+    /// Timestamps strictly increasing and relative offsets non-decreasing.
+    #[must_use]
+    pub fn sanity_check(&self) -> bool {
+        let entries = self.read();
+        entries.windows(2).all(|w| {
+            w[0].timestamp < w[1].timestamp && w[0].relative_offset <= w[1].relative_offset
+        }) && !(entries.len() > 1
+            && entries
+                .first()
+                .is_some_and(|e| e.timestamp == 0 && e.relative_offset == 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn preallocated_file_reopens_as_insane_and_trimmed_reopens_sane() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let idx = SparseIndex::<OffsetEntry>::open(&path, 800).unwrap();
+        idx.preallocate().unwrap();
+        idx.append(OffsetEntry {
+            relative_offset: 3,
+            position: 100,
+        })
+        .unwrap();
+        idx.append(OffsetEntry {
+            relative_offset: 9,
+            position: 300,
+        })
+        .unwrap();
+        check!(std::fs::metadata(&path).unwrap().len() == 800);
+        drop(idx);
+        let reopened = SparseIndex::<OffsetEntry>::open(&path, 800).unwrap();
+        check!(reopened.len() == 100);
+        check!(!reopened.sanity_check(1000));
+        reopened.truncate_while(|e| e.position == 0).unwrap();
+        check!(reopened.len() == 2);
+        reopened.trim().unwrap();
+        drop(reopened);
+        let trimmed = SparseIndex::<OffsetEntry>::open(&path, 800).unwrap();
+        check!(trimmed.len() == 2);
+        check!(trimmed.sanity_check(1000));
+        check!(
+            trimmed.floor_by(&5u32, |e| e.relative_offset)
+                == Some(OffsetEntry {
+                    relative_offset: 3,
+                    position: 100
+                })
+        );
+        check!(trimmed.floor_by(&2u32, |e| e.relative_offset).is_none());
+        check!(
+            std::fs::read(&path).unwrap() == [0, 0, 0, 3, 0, 0, 0, 100, 0, 0, 0, 9, 0, 0, 1, 44]
+        );
+    }
+}
