@@ -1,1 +1,49 @@
-//! krabka-client: see DESIGN.md (skeleton; filled in by its issue).
+//! `krabka-client`: a small async Kafka client on the `kafka-protocol` crate.
+//!
+//! It is what Krabka's own tools and libraries use to talk to a
+//! Kafka-compatible cluster (Krabka or Apache Kafka): the bench tool, the
+//! Kafka-backed remote-log-metadata event log, the coordination transport and
+//! the broker's tests. Every request and response codec, and the v2 record
+//! batch format, come from `kafka-protocol`; this crate adds the connection
+//! handling (framing, pipelining, version negotiation), cluster metadata, and
+//! the producer and consumer logic on top.
+//!
+//! - [`Connection`]: one pipelined TCP connection with negotiated API versions.
+//! - [`Client`]: bootstrap, metadata, per-broker connections, admin calls
+//!   (create/delete topics, list offsets) and the transactional calls
+//!   (FindCoordinator, InitProducerId, AddPartitionsToTxn, EndTxn,
+//!   DescribeTransactions).
+//! - [`Producer`]: batching with `batch.size` and `linger.ms`, pipelined
+//!   produce, acks 0/1/all, compression, idempotence; a future per record.
+//! - [`Consumer`]: fetch from assigned partitions without a group, with
+//!   read_committed filtering.
+//! - [`ClientError`]: one error type that keeps Kafka's error codes.
+
+mod admin;
+mod client;
+pub mod connection;
+mod consumer;
+mod error;
+pub mod frame;
+mod metadata;
+pub mod partitioner;
+mod producer;
+pub mod records;
+mod txn;
+pub mod versions;
+
+pub use {
+    admin::{ListedOffset, NewTopic, OffsetSpec},
+    client::{Client, ClientConfig},
+    connection::{Connection, ConnectionConfig},
+    consumer::{Consumer, ConsumerConfig, FetchedPartition, PartitionFetch},
+    error::{
+        ClientError, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, TRANSACTION_COORDINATOR_FENCED,
+        error_name,
+    },
+    kafka_protocol::records::{Compression, TimestampType},
+    metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo},
+    producer::{Acks, DeliveryFuture, ProduceOutcome, Producer, ProducerConfig, RecordMetadata},
+    records::{AbortedTransaction, BatchProducer, ConsumerRecord, IsolationLevel, ProducerRecord},
+    txn::{CoordinatorType, ProducerIdAndEpoch, TransactionDescription, TransactionalProducer},
+};
