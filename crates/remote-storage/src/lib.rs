@@ -139,7 +139,7 @@ mod error;
 mod gcs;
 pub mod index;
 // mod index_cache; // lands with the index cache
-// mod inmemory; // lands with the in-memory manager
+mod inmemory;
 // mod local; // lands with the filesystem tier
 mod metadata;
 mod metadata_manager;
@@ -167,7 +167,7 @@ pub use index::{
 //     DEFAULT_INDEX_CACHE_TOTAL_SIZE_BYTES, IndexCacheOutcome, IndexCacheStats,
 //     REMOTE_INDEX_CACHE_DIR, RemoteIndexCache,
 // }; // lands with the index cache
-// pub use inmemory::InmemoryRemoteLogMetadataManager; // lands with the in-memory manager
+pub use inmemory::InmemoryRemoteLogMetadataManager;
 pub use krabka_object_store::{
     DEFAULT_MULTIPART_CHUNK_SIZE, DEFAULT_MULTIPART_THRESHOLD, GcsConfig, ObjectStoreConfig,
     S3Config,

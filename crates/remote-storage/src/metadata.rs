@@ -722,7 +722,7 @@ mod tests {
     use {
         super::*,
         crate::test_support::{partition, segment},
-        assert2::{check, let_assert},
+        assert2::check,
     };
 
     fn details(epochs: &[(i32, i64)]) -> RemoteLogSegmentDetails {
@@ -794,7 +794,7 @@ mod tests {
             ),
         ];
         for (n, case) in cases.into_iter().enumerate() {
-            let_assert!(
+            assert2::assert!(let
                 Err(RemoteStorageError::InvalidMetadata { .. }) = case,
                 "case {n}"
             );
@@ -819,7 +819,7 @@ mod tests {
         check!(updated.start_offset() == metadata.start_offset());
 
         let other = segment(0, 9);
-        let_assert!(
+        assert2::assert!(let
             Err(RemoteStorageError::InvalidMetadata { .. }) = other.create_with_updates(&update)
         );
     }

@@ -371,11 +371,7 @@ pub fn parse_segment_file_name(name: &str) -> Result<SegmentFileName, RemoteStor
 
 #[cfg(test)]
 mod tests {
-    use {
-        super::*,
-        assert2::{check, let_assert},
-        proptest::prelude::*,
-    };
+    use {super::*, assert2::check, proptest::prelude::*};
 
     #[test]
     fn names_match_kafkas_local_tiered_storage() {
@@ -421,7 +417,7 @@ mod tests {
             "orders-99999999999-AAAAAAAAAAAAAAAAAAAAyg",
             "é-7-AAAAAAAAAAAAAAAAAAAAéé",
         ] {
-            let_assert!(
+            assert2::assert!(let
                 Err(RemoteStorageError::InvalidName { .. }) = parse_partition_dir_name(name),
                 "{name}"
             );
@@ -439,7 +435,7 @@ mod tests {
             "99999999999999999999-AAAAAAAAAAAAAAAAAAAA_g.log",
             "00000000000000000042-AAAAAAAAAAAAAAAAAAAAé.log",
         ] {
-            let_assert!(
+            assert2::assert!(let
                 Err(RemoteStorageError::InvalidName { .. }) = parse_segment_file_name(name),
                 "{name}"
             );
