@@ -372,8 +372,11 @@ pub(crate) mod tests {
     #[test]
     fn canonical_bytes_are_golden() {
         let bytes = canonical_manifest_bytes(&sample_body());
-        check!(bytes.len() == 330);
-        check!(Sha256Digest::of(&bytes).to_hex() == "GOLDEN_PLACEHOLDER");
+        check!(bytes.len() == 337);
+        check!(
+            Sha256Digest::of(&bytes).to_hex()
+                == "fad44c0a027b60d27ce4b2bbd36a19fc59012fb0edb0a98718ca9234b199de9e"
+        );
         check!(bytes.starts_with(b"KWMB\x00\x01\x00\x00\x00\x06orders\x00\x00\x00\x03"));
     }
 
