@@ -17,6 +17,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+mod cleaner;
 
 mod clock;
 mod config;
@@ -31,6 +32,7 @@ pub mod txn_index;
 mod types;
 
 pub use {
+    cleaner::{CleanStats, LogCleaner},
     clock::{Clock, ManualClock, SystemClock},
     config::{CleanerConfig, CleanupPolicy, LogConfig, TimestampType},
     error::LogError,

@@ -156,20 +156,8 @@ impl Log {
                     }
                 }
             }
-            // A segment left empty in the middle (fully torn) goes too, unless it is the last.
             i += 1;
         }
-        // Drop empty non-active segments (e.g. a fully torn one after truncation).
-        let last = segments.len().saturating_sub(1);
-        let mut kept = Vec::with_capacity(segments.len());
-        for (i, seg) in segments.into_iter().enumerate() {
-            if seg.size() == 0 && i != last {
-                seg.delete_files(dir)?;
-            } else {
-                kept.push(seg);
-            }
-        }
-        let segments = kept;
         let first_base = segments.first().map_or(0, Segment::base_offset);
         let log_end = segments.last().map_or(first_base, Segment::next_offset);
         let log_start = stored_start
