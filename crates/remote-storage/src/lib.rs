@@ -156,13 +156,10 @@ mod test_support;
 pub use error::RemoteStorageError;
 pub use index::{
     AbortedTxnIndexEntry, BytePosition, LogOffset, OffsetIndexEntry, RelativeOffset,
-    TimeIndexEntry, TimestampMs,
+    TimeIndexEntry, TimestampMs, corrupt_log, end_position_for, first_batch_at_or_after,
+    first_record_at_or_after_timestamp, parse_offset_index, parse_time_index, parse_txn_index,
+    position_for_relative_offset, relative_offset_floor_for_timestamp, txn_overlaps,
 };
-// pub use index::{
-//     corrupt_log, end_position_for, first_batch_at_or_after, first_record_at_or_after_timestamp,
-//     parse_offset_index, parse_time_index, parse_txn_index, position_for_relative_offset,
-//     relative_offset_floor_for_timestamp, txn_overlaps,
-// }; // lands with the index decoders
 // pub use index_cache::{
 //     DEFAULT_INDEX_CACHE_TOTAL_SIZE_BYTES, IndexCacheOutcome, IndexCacheStats,
 //     REMOTE_INDEX_CACHE_DIR, RemoteIndexCache,
