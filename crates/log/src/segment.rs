@@ -477,6 +477,7 @@ impl Segment {
         stats.bytes_since_last_index = 0;
         stats.first_batch_timestamp = None;
         let mut pos = 0u64;
+        let mut valid_end = 0u64;
         let mut buf: Vec<u8> = Vec::new();
         'outer: while pos < file_size {
             let n = ((file_size - pos) as usize).min(RECOVERY_CHUNK);
@@ -530,6 +531,7 @@ impl Segment {
                 on_batch(&header, bytes)?;
                 self.index_batch(&mut stats, pos + at as u64, &header, index_interval)?;
                 at += size as usize;
+                valid_end = pos + at as u64;
             }
             if at == 0 {
                 break;
@@ -537,13 +539,13 @@ impl Segment {
             pos += at as u64;
         }
         drop(stats);
-        let truncated = file_size - pos;
+        let truncated = file_size - valid_end;
         if truncated > 0 {
             self.file
-                .set_len(pos)
+                .set_len(valid_end)
                 .map_err(LogError::io(&self.log_path))?;
         }
-        self.size.store(pos, Ordering::Release);
+        self.size.store(valid_end, Ordering::Release);
         let next = self.next_offset();
         self.txn_index.truncate_to(next)?;
         Ok(truncated)
