@@ -495,3 +495,172 @@ async fn read_loop(
         guard.close(error);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The connection against a scripted peer on 127.0.0.1: it answers
+    //! ApiVersions, then holds a number of Metadata requests before answering
+    //! them all, echoing each request's topic name, so the test sees that
+    //! pipelined requests are matched to their own responses.
+
+    use {
+        super::*,
+        assert2::check,
+        bytes::{BufMut, BytesMut},
+        kafka_protocol::{
+            messages::{
+                MetadataRequest, MetadataResponse, ResponseHeader, TopicName,
+                api_versions_response::ApiVersion, metadata_request::MetadataRequestTopic,
+                metadata_response::MetadataResponseTopic,
+            },
+            protocol::{Decodable, Encodable, decode_request_header_from_buffer},
+        },
+        tokio::net::TcpListener,
+    };
+
+    async fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
+        let mut prefix = [0u8; 4];
+        stream.read_exact(&mut prefix).await.ok()?;
+        let mut buf = BytesMut::zeroed(usize::try_from(i32::from_be_bytes(prefix)).ok()?);
+        stream.read_exact(&mut buf).await.ok()?;
+        Some(buf.freeze())
+    }
+
+    fn response_frame<R: Encodable>(
+        correlation_id: i32,
+        header_version: i16,
+        body: &R,
+        version: i16,
+    ) -> Bytes {
+        let mut header = ResponseHeader::default();
+        header.correlation_id = correlation_id;
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        header.encode(&mut buf, header_version).unwrap();
+        body.encode(&mut buf, version).unwrap();
+        let size = i32::try_from(buf.len() - 4).unwrap();
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        buf.freeze()
+    }
+
+    /// Serves one connection: ApiVersions, then Metadata requests answered in
+    /// groups of `hold`; with `skew`, the first Metadata answer carries a wrong
+    /// correlation id.
+    async fn peer(listener: TcpListener, hold: usize, skew: bool) {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut held = Vec::new();
+        while let Some(mut frame) = read_frame(&mut stream).await {
+            let header = decode_request_header_from_buffer(&mut frame).unwrap();
+            let version = header.request_api_version;
+            if header.request_api_key == ApiKey::ApiVersions as i16 {
+                let mut response = ApiVersionsResponse::default();
+                let mut metadata = ApiVersion::default();
+                metadata.api_key = ApiKey::Metadata as i16;
+                metadata.max_version = 12;
+                response.api_keys = vec![metadata];
+                stream
+                    .write_all(&response_frame(
+                        header.correlation_id,
+                        0,
+                        &response,
+                        version,
+                    ))
+                    .await
+                    .unwrap();
+                continue;
+            }
+            let request = MetadataRequest::decode(&mut frame, version).unwrap();
+            let mut response = MetadataResponse::default();
+            response.topics = request
+                .topics
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| {
+                    let mut topic = MetadataResponseTopic::default();
+                    topic.name = t.name;
+                    topic
+                })
+                .collect();
+            let correlation = if skew {
+                header.correlation_id + 1000
+            } else {
+                header.correlation_id
+            };
+            held.push(response_frame(
+                correlation,
+                ApiKey::Metadata.response_header_version(version),
+                &response,
+                version,
+            ));
+            if held.len() == hold {
+                for frame in held.drain(..) {
+                    stream.write_all(&frame).await.unwrap();
+                }
+            }
+        }
+    }
+
+    fn metadata_for(topic: &str) -> MetadataRequest {
+        let mut request = MetadataRequest::default();
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(TopicName(StrBytes::from_string(topic.to_owned())));
+        request.topics = Some(vec![t]);
+        request
+    }
+
+    #[tokio::test]
+    async fn pipelined_requests_get_their_own_responses() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(peer(listener, 50, false));
+        let connection = Connection::connect(&addr, &ConnectionConfig::default())
+            .await
+            .unwrap();
+        check!(connection.version(ApiKey::Metadata).unwrap() == 12);
+        check!(connection.version(ApiKey::Produce).is_err());
+        // All 50 are on the wire before the peer answers any.
+        let futures: Vec<_> = (0..50)
+            .map(|i| {
+                connection
+                    .enqueue(&metadata_for(&format!("t{i}")), 12, None)
+                    .unwrap()
+            })
+            .collect();
+        for (i, future) in futures.into_iter().enumerate() {
+            let response = future.await.unwrap();
+            let name = response.topics[0].name.as_ref().unwrap().0.to_string();
+            check!(name == format!("t{i}"));
+        }
+        drop(connection);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_wrong_correlation_id_closes_the_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(peer(listener, 1, true));
+        let connection = Connection::connect(&addr, &ConnectionConfig::default())
+            .await
+            .unwrap();
+        let error = connection.send(&metadata_for("x")).await.unwrap_err();
+        check!(matches!(error, ClientError::Protocol(_)), "{error}");
+        check!(connection.is_closed());
+        check!(connection.send(&metadata_for("y")).await.is_err());
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn connect_to_a_closed_port_fails() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let error = Connection::connect(&format!("127.0.0.1:{port}"), &ConnectionConfig::default())
+            .await
+            .unwrap_err();
+        check!(matches!(error, ClientError::Connection { .. }));
+    }
+}

@@ -27,7 +27,7 @@ mod error;
 pub mod frame;
 mod metadata;
 pub mod partitioner;
-mod producer;
+pub mod producer;
 pub mod records;
 mod txn;
 pub mod versions;

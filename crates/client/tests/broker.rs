@@ -1,0 +1,414 @@
+//! End-to-end tests against the real `krabka` binary.
+//!
+//! Each test starts its own broker on a free 127.0.0.1 port with a temporary
+//! data directory and stops it at the end. The binary comes from
+//! `KRABKA_BIN` (set by the test command) or `target/release/krabka`; when
+//! neither exists the tests say so on stderr and return without asserting.
+
+use {
+    assert2::check,
+    bytes::Bytes,
+    krabka_client::{
+        Acks, Client, ClientConfig, Compression, Consumer, ConsumerConfig, IsolationLevel,
+        NewTopic, OffsetSpec, PartitionFetch, Producer, ProducerConfig, ProducerRecord,
+        TransactionalProducer,
+    },
+    std::{
+        collections::BTreeMap,
+        path::PathBuf,
+        process::Stdio,
+        time::{Duration, Instant},
+    },
+    tokio::process::{Child, Command},
+};
+
+struct Broker {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Broker {
+    async fn start() -> Option<Self> {
+        let bin = std::env::var_os("KRABKA_BIN")
+            .map(PathBuf::from)
+            .or_else(|| {
+                let path =
+                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/krabka");
+                path.exists().then_some(path)
+            });
+        let Some(bin) = bin else {
+            eprintln!("no krabka binary (set KRABKA_BIN or build target/release/krabka); skipping");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg("--override")
+            .arg(format!("listeners=PLAINTEXT://{addr}"))
+            .arg("--override")
+            .arg(format!("log.dirs={}", dir.path().join("data").display()))
+            .arg("--override")
+            .arg("num.partitions=1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(&addr).await.is_err() {
+            assert!(Instant::now() < deadline, "krabka did not listen on {addr}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Some(Self {
+            child,
+            addr,
+            _dir: dir,
+        })
+    }
+
+    async fn client(&self) -> Client {
+        Client::connect(&[self.addr.as_str()], ClientConfig::default())
+            .await
+            .unwrap()
+    }
+
+    async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+async fn create(client: &Client, topic: &NewTopic) {
+    client
+        .create_topic(topic, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let partitions = topic.partitions;
+    for _ in 0..100 {
+        let meta = client.refresh_metadata(&[&topic.name]).await.unwrap();
+        if (0..partitions).all(|p| meta.leader(&topic.name, p).is_ok()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} has no leaders", topic.name);
+}
+
+/// Reads `topic`/`partition` from 0 until `count` records arrived.
+async fn read_all(
+    client: &Client,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+) -> BTreeMap<i32, Vec<krabka_client::ConsumerRecord>> {
+    let mut consumer = Consumer::new(
+        client.clone(),
+        ConsumerConfig {
+            max_wait: Duration::from_millis(100),
+            ..Default::default()
+        },
+    );
+    for p in 0..partitions {
+        consumer.assign(topic, p, 0);
+    }
+    let mut out: BTreeMap<i32, Vec<_>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while out.values().map(Vec::len).sum::<usize>() < count {
+        assert!(Instant::now() < deadline, "timed out reading {topic}");
+        for fetched in consumer.poll().await.unwrap() {
+            out.entry(fetched.partition)
+                .or_default()
+                .extend(fetched.records);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_metadata_and_offsets() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    let topic = NewTopic::new("admin-t", 3).config("retention.ms", "3600000");
+    create(&client, &topic).await;
+    let info = client.topic("admin-t").await.unwrap();
+    check!(info.partitions.len() == 3);
+    check!(info.id.is_some());
+    let again = client
+        .create_topic(&topic, Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    check!(again.code() == Some(36), "{again}");
+
+    let records: Vec<ProducerRecord> = (0..5)
+        .map(|i| ProducerRecord {
+            value: Some(Bytes::from(format!("v{i}"))),
+            timestamp: Some(1_000 + i),
+            ..Default::default()
+        })
+        .collect();
+    let results = client
+        .produce(&[("admin-t", 1, records)], Acks::All, Compression::None)
+        .await
+        .unwrap();
+    check!(results[0].as_ref().unwrap().base_offset == 0);
+    let latest = client
+        .list_offset(
+            "admin-t",
+            1,
+            OffsetSpec::Latest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap();
+    check!(latest.offset == 5);
+    let earliest = client
+        .list_offset(
+            "admin-t",
+            1,
+            OffsetSpec::Earliest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap();
+    check!(earliest.offset == 0);
+    let by_time = client
+        .list_offset(
+            "admin-t",
+            1,
+            OffsetSpec::Timestamp(1_003),
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap();
+    check!(by_time.offset == 3);
+
+    let deleted = client
+        .delete_topics(&["admin-t"], Duration::from_secs(10))
+        .await
+        .unwrap();
+    check!(deleted[0].1.is_ok());
+    let meta = client.refresh_metadata(&["admin-t"]).await.unwrap();
+    check!(meta.topic("admin-t").is_err());
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_round_trip_with_keys_headers_and_nulls() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    create(&client, &NewTopic::new("rt", 4)).await;
+    let producer = Producer::new(
+        client.clone(),
+        ProducerConfig {
+            linger: Duration::from_millis(2),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    check!(producer.producer_identity().is_some());
+    let total = 20_000usize;
+    let record = |i: usize| {
+        let mut r = ProducerRecord {
+            key: (i % 7 != 0).then(|| Bytes::from(format!("key-{}", i % 100))),
+            value: (i % 11 != 0).then(|| Bytes::from(format!("value-{i}-{}", "x".repeat(i % 50)))),
+            ..Default::default()
+        };
+        if i % 3 == 0 {
+            r = r
+                .header("n", Some(Bytes::from(i.to_string())))
+                .header("empty", None);
+        }
+        r
+    };
+    let mut futures = Vec::with_capacity(total);
+    for i in 0..total {
+        futures.push((i, producer.send("rt", None, record(i)).await.unwrap()));
+    }
+    producer.flush().await;
+    let mut sent: BTreeMap<i32, Vec<(i64, usize)>> = BTreeMap::new();
+    for (i, f) in futures {
+        let meta = f.await.unwrap();
+        sent.entry(meta.partition)
+            .or_default()
+            .push((meta.offset, i));
+    }
+    // Offsets per partition are 0..n in send order.
+    for list in sent.values() {
+        let offsets: Vec<i64> = list.iter().map(|(o, _)| *o).collect();
+        check!(offsets == (0..i64::try_from(list.len()).unwrap()).collect::<Vec<_>>());
+    }
+    let read = read_all(&client, "rt", 4, total).await;
+    for (partition, list) in &sent {
+        let got = &read[partition];
+        check!(got.len() == list.len());
+        for ((offset, i), r) in list.iter().zip(got) {
+            let want = record(*i);
+            check!(r.offset == *offset);
+            check!(r.key == want.key);
+            check!(r.value == want.value);
+            check!(r.headers == want.headers);
+        }
+    }
+    // Keyed records follow Kafka's default partitioner.
+    for list in sent.values() {
+        for (_, i) in list {
+            if let Some(key) = record(*i).key {
+                let p = krabka_client::partitioner::partition_for_key(&key, 4);
+                check!(sent[&p].iter().any(|(_, j)| j == i));
+            }
+        }
+    }
+    producer.close().await;
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_codec_and_acks_level() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    create(&client, &NewTopic::new("codecs", 1)).await;
+    let mut expected = Vec::new();
+    for (codec, acks) in [
+        (Compression::None, Acks::Leader),
+        (Compression::Gzip, Acks::All),
+        (Compression::Snappy, Acks::Leader),
+        (Compression::Lz4, Acks::All),
+        (Compression::Zstd, Acks::None),
+    ] {
+        let records: Vec<ProducerRecord> = (0..100)
+            .map(|i| ProducerRecord::keyed(format!("{codec:?}-{i}"), format!("{i}").repeat(20)))
+            .collect();
+        expected.extend(records.iter().map(|r| (r.key.clone(), r.value.clone())));
+        let results = client
+            .produce(&[("codecs", 0, records)], acks, codec)
+            .await
+            .unwrap();
+        check!(results[0].is_ok(), "{codec:?}: {:?}", results[0]);
+    }
+    let read = read_all(&client, "codecs", 1, expected.len()).await;
+    let got: Vec<_> = read[&0]
+        .iter()
+        .map(|r| (r.key.clone(), r.value.clone()))
+        .collect();
+    check!(got == expected);
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_past_the_end_is_offset_out_of_range() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    create(&client, &NewTopic::new("oor", 1)).await;
+    client
+        .produce(
+            &[("oor", 0, vec![ProducerRecord::value("a")])],
+            Acks::All,
+            Compression::None,
+        )
+        .await
+        .unwrap();
+    let wanted = [PartitionFetch {
+        topic: "oor".into(),
+        partition: 0,
+        offset: 100,
+    }];
+    let results = client
+        .fetch(
+            &wanted,
+            &ConsumerConfig {
+                max_wait: Duration::from_millis(10),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    check!(results[0].as_ref().unwrap_err().code() == Some(1));
+    let unknown = client.topic("no-such-topic").await.unwrap_err();
+    check!(unknown.code() == Some(3));
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_commit_abort_and_fencing() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    let connection = client.any_connection().await.unwrap();
+    if connection
+        .version(kafka_protocol::messages::ApiKey::EndTxn)
+        .is_err()
+    {
+        eprintln!("the broker does not implement transactions yet; skipping");
+        broker.stop().await;
+        return;
+    }
+    create(&client, &NewTopic::new("txn", 1)).await;
+    let mut first = TransactionalProducer::init(client.clone(), "role-a", Duration::from_secs(30))
+        .await
+        .unwrap();
+    first.begin().unwrap();
+    first
+        .send("txn", 0, vec![ProducerRecord::value("aborted")])
+        .await
+        .unwrap();
+    first.abort().await.unwrap();
+    first.begin().unwrap();
+    first
+        .send("txn", 0, vec![ProducerRecord::value("committed")])
+        .await
+        .unwrap();
+    first.commit().await.unwrap();
+    // A second holder of the same id fences the first.
+    let second = TransactionalProducer::init(client.clone(), "role-a", Duration::from_secs(30))
+        .await
+        .unwrap();
+    check!(second.identity().epoch > first.identity().epoch);
+    first.begin().unwrap();
+    let fenced = first
+        .send("txn", 0, vec![ProducerRecord::value("stale")])
+        .await
+        .unwrap_err();
+    check!(fenced.is_fenced(), "{fenced}");
+    let described = client.describe_transactions(&["role-a"]).await.unwrap();
+    check!(described[0].producer == second.identity());
+
+    let config = ConsumerConfig {
+        isolation: IsolationLevel::ReadCommitted,
+        max_wait: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let wanted = [PartitionFetch {
+        topic: "txn".into(),
+        partition: 0,
+        offset: 0,
+    }];
+    let fetched = client
+        .fetch(&wanted, &config)
+        .await
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    let values: Vec<_> = fetched
+        .records
+        .iter()
+        .map(|r| r.value.clone().unwrap())
+        .collect();
+    check!(values == vec![Bytes::from_static(b"committed")]);
+    broker.stop().await;
+}
