@@ -61,6 +61,42 @@ pub enum MetadataLogError {
     #[error("metadata log transport error: {0}")]
     Transport(String),
 
+    /// The user partition is not assigned to this manager (the broker is
+    /// neither its leader nor a follower), so its metadata is not consumed.
+    #[error("remote log metadata of {partition} is not served here: the partition is not assigned")]
+    NotAssigned {
+        /// The user partition, in Kafka's `<topic id>:<topic>-<partition>` form.
+        partition: String,
+    },
+
+    /// The user partition's metadata partition has not been consumed up to
+    /// the end it had when it was assigned, so answers would be stale
+    /// (Kafka answers `ReplicaNotAvailableException` then).
+    #[error(
+        "remote log metadata of {partition} is not ready: metadata partition {metadata_partition} \
+         is consumed to offset {position}, catching up to {target}"
+    )]
+    NotReady {
+        /// The user partition, in Kafka's `<topic id>:<topic>-<partition>` form.
+        partition: String,
+        /// Its metadata partition.
+        metadata_partition: i32,
+        /// The next offset the consumer will apply.
+        position: i64,
+        /// The offset it must reach to be ready.
+        target: i64,
+    },
+
+    /// A published event was not consumed back in time
+    /// (`remote.log.metadata.consume.wait.ms`).
+    #[error("timed out after {waited_ms} ms waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long, in milliseconds.
+        waited_ms: u128,
+    },
+
     /// A local snapshot-cache file could not be read or written.
     #[error("snapshot cache {path}: {source}")]
     Io {
@@ -80,4 +116,21 @@ pub enum MetadataLogError {
         /// What was wrong with it.
         reason: String,
     },
+}
+
+impl From<MetadataLogError> for krabka_remote_storage::RemoteStorageError {
+    /// The SPI's error for a failure of this crate: `Closed` stays `Closed`,
+    /// a file error stays an I/O error, and the rest is a backend error that
+    /// keeps this crate's message (the SPI has no variant for "not ready").
+    fn from(error: MetadataLogError) -> Self {
+        match error {
+            MetadataLogError::Closed => Self::Closed,
+            MetadataLogError::Io { path, source } => {
+                Self::io("access snapshot cache", path, source)
+            }
+            other => Self::Backend {
+                message: other.to_string(),
+            },
+        }
+    }
 }

@@ -1,9 +1,20 @@
-//! krabka-remote-storage-topic: remote log metadata kept in the
-//! `__remote_log_metadata` topic (KIP-405), as Kafka's
-//! `TopicBasedRemoteLogMetadataManager` keeps it.
+//! krabka-remote-storage-topic: KIP-405 remote log metadata kept in the
+//! `__remote_log_metadata` topic, as Kafka's `TopicBasedRemoteLogMetadataManager`
+//! keeps it.
+//!
+//! - [`MetadataEventLog`] is the publish/subscribe seam to the durable event
+//!   store; [`InProcessMetadataEventLog`] is its in-memory implementation.
+//! - [`serde`] is the event codec, byte for byte Kafka's
+//!   `RemoteLogMetadataSerde`.
+//! - [`RemoteLogMetadataTopicPartitioner`] places a user partition's events
+//!   in the same metadata partition Kafka does.
+//! - [`TopicBasedRemoteLogMetadataManager`] is the
+//!   [`RemoteLogMetadataManager`](krabka_remote_storage::RemoteLogMetadataManager)
+//!   built on them.
 
 mod error;
 mod log;
+mod manager;
 mod partitioner;
 pub mod serde;
 
@@ -12,6 +23,10 @@ pub use {
     log::{
         AssignmentHandle, InProcessMetadataEventLog, KeyedEvent, MetadataEventLog,
         MetadataEventRecord, MetadataEventStream, PartitionStart, RangeVisitor,
+    },
+    manager::{
+        ConsumerStats, DEFAULT_CONSUME_WAIT, DEFAULT_SNAPSHOT_INTERVAL_EVENTS,
+        TopicBasedRemoteLogMetadataManager, TopicBasedRlmmConfig,
     },
     partitioner::{RemoteLogMetadataTopicPartitioner, murmur2},
 };

@@ -20,7 +20,7 @@
 //! any unknown tagged field. Decoding goes straight to the validated data
 //! model, so a record that decodes is one the manager can apply.
 
-mod wire;
+pub(crate) mod wire;
 
 use {
     self::wire::{Reader, Writer},

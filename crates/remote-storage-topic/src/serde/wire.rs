@@ -32,6 +32,14 @@ impl Writer {
         self.buf.put_i8(value);
     }
 
+    pub(crate) fn i16(&mut self, value: i16) {
+        self.buf.put_i16(value);
+    }
+
+    pub(crate) fn raw(&mut self, bytes: &[u8]) {
+        self.buf.put_slice(bytes);
+    }
+
     pub(crate) fn i32(&mut self, value: i32) {
         self.buf.put_i32(value);
     }
@@ -123,6 +131,14 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn i8(&mut self, what: &str) -> Result<i8, MetadataLogError> {
         Ok(i8::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn i16(&mut self, what: &str) -> Result<i16, MetadataLogError> {
+        Ok(i16::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn raw(&mut self, len: usize, what: &str) -> Result<&'a [u8], MetadataLogError> {
+        self.take(len, what)
     }
 
     pub(crate) fn bool(&mut self, what: &str) -> Result<bool, MetadataLogError> {
