@@ -140,7 +140,7 @@ mod gcs;
 pub mod index;
 // mod index_cache; // lands with the index cache
 mod inmemory;
-// mod local; // lands with the filesystem tier
+mod local;
 mod metadata;
 mod metadata_manager;
 mod s3;
@@ -169,7 +169,7 @@ pub use krabka_object_store::{
     DEFAULT_MULTIPART_CHUNK_SIZE, DEFAULT_MULTIPART_THRESHOLD, GcsConfig, ObjectStoreConfig,
     S3Config,
 };
-// pub use local::LocalTieredStorage; // lands with the filesystem tier
+pub use local::LocalTieredStorage;
 pub use metadata::{
     CustomMetadata, RemoteLogSegmentDetails, RemoteLogSegmentId, RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState, RemotePartitionDeleteMetadata,
