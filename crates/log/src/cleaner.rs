@@ -153,7 +153,7 @@ impl Log {
             return Ok(None);
         }
         let (clean, dirty, upper) = self.cleanable_bytes();
-        if dirty == 0 {
+        if dirty == 0 && (!force || clean == 0) {
             return Ok(None);
         }
         let ratio = dirty as f64 / (clean + dirty) as f64;
