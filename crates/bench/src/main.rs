@@ -606,11 +606,9 @@ async fn consume(args: ConsumeArgs) -> Result<Report, ClientError> {
     let elapsed = start.elapsed();
     ticker.abort();
     bar.finish_and_clear();
-    let average = if total == 0 {
-        0
-    } else {
-        usize::try_from(payload_bytes / total).unwrap_or(0)
-    };
+    let average = payload_bytes
+        .checked_div(total)
+        .map_or(0, |a| usize::try_from(a).unwrap_or(0));
     Ok(counters.report("consume", elapsed, average))
 }
 

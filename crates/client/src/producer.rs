@@ -17,11 +17,16 @@
 //! broker can drop duplicates and detect gaps. The responses of one broker are
 //! handled in order by one task, so a partition's futures resolve in order.
 //!
-//! Not done: retries. A batch that fails (including a retriable error such as
-//! `NOT_LEADER_OR_FOLLOWER`) fails its futures; the producer refreshes
-//! metadata so later batches go to the new leader. With idempotence, a failed
-//! batch leaves a sequence gap the broker will refuse later batches for
-//! (`OUT_OF_ORDER_SEQUENCE_NUMBER`); create a new producer after such an error.
+//! Retries: a batch that fails with a retriable error (a leader change, a
+//! timeout, a broken connection) goes back to the front of its partition's
+//! queue, in its original order, and is sent again after `retry.backoff.ms`
+//! until `delivery.timeout.ms` has passed since it was opened; metadata is
+//! refreshed so it goes to the new leader. An idempotent batch keeps its
+//! sequence numbers, so the broker drops a copy it already has
+//! (`DUPLICATE_SEQUENCE_NUMBER` counts as success, offset unknown), and the
+//! batches behind a retried one that the broker refuses as out of order are
+//! retried with it. Not done: bumping the epoch after an unresolvable
+//! sequence error (KIP-360); create a new producer after such an error.
 
 use {
     crate::{
@@ -99,6 +104,10 @@ pub struct ProducerConfig {
     pub max_request_size: usize,
     /// `request.timeout.ms` sent to the broker as the produce timeout (default 30 s).
     pub request_timeout: Duration,
+    /// `delivery.timeout.ms`: how long a batch may be retried after it was opened (default 120 s).
+    pub delivery_timeout: Duration,
+    /// `retry.backoff.ms` (default 100 ms).
+    pub retry_backoff: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -113,6 +122,8 @@ impl Default for ProducerConfig {
             buffer_memory: 32 * 1024 * 1024,
             max_request_size: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
+            delivery_timeout: Duration::from_secs(120),
+            retry_backoff: Duration::from_millis(100),
         }
     }
 }
@@ -342,6 +353,12 @@ struct SealedBatch {
     bytes: usize,
     base_sequence: i32,
     completion: Arc<Completion>,
+    /// Closing order across the producer; a retried batch goes back in this order.
+    seal_id: u64,
+    /// When the batch was opened; retries stop after `delivery.timeout.ms`.
+    created: Instant,
+    /// Not before this instant (retry backoff).
+    retry_at: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -349,6 +366,8 @@ struct PartitionQueue {
     open: Option<OpenBatch>,
     sealed: VecDeque<SealedBatch>,
     next_sequence: i32,
+    /// The most recently closed batch; [`Producer::flush`] waits for it.
+    last_sealed: Option<Arc<Completion>>,
 }
 
 struct TopicQueues {
@@ -361,13 +380,14 @@ struct TopicQueues {
 struct Accumulator {
     topics: HashMap<String, TopicQueues>,
     in_flight: HashMap<BrokerId, usize>,
+    next_seal_id: u64,
     /// Close every open batch at the next sender pass (flush or close).
     flush: bool,
 }
 
 impl Accumulator {
     /// Closes the open batch of `queue`, numbering its records when idempotent.
-    fn seal(queue: &mut PartitionQueue, idempotent: bool) {
+    fn seal(queue: &mut PartitionQueue, idempotent: bool, next_seal_id: &mut u64) {
         let Some(open) = queue.open.take() else {
             return;
         };
@@ -377,11 +397,16 @@ impl Accumulator {
             // Kafka wraps sequence numbers at i32::MAX back to 0.
             queue.next_sequence = wrapping_sequence(queue.next_sequence, count);
         }
+        queue.last_sealed = Some(Arc::clone(&open.completion));
+        *next_seal_id += 1;
         queue.sealed.push_back(SealedBatch {
             records: open.records,
             bytes: open.bytes,
             base_sequence,
             completion: open.completion,
+            seal_id: *next_seal_id,
+            created: open.created,
+            retry_at: None,
         });
     }
 }
@@ -457,6 +482,7 @@ impl Producer {
             accumulator: Mutex::new(Accumulator {
                 topics: HashMap::new(),
                 in_flight: HashMap::new(),
+                next_seal_id: 0,
                 flush: false,
             }),
             wake: Notify::new(),
@@ -542,8 +568,12 @@ impl Producer {
             .accumulator
             .lock()
             .map_err(|_| ClientError::Closed("producer state poisoned".into()))?;
-        let queues = acc
-            .topics
+        let Accumulator {
+            topics,
+            next_seal_id,
+            ..
+        } = &mut *acc;
+        let queues = topics
             .get_mut(topic)
             .ok_or_else(|| ClientError::broker(3, None, format!("produce to {topic}")))?;
         let count = queues.partitions.len();
@@ -573,7 +603,7 @@ impl Producer {
             .as_ref()
             .is_some_and(|open| open.bytes + size > batch_size && !open.records.is_empty())
         {
-            Accumulator::seal(queue, idempotent);
+            Accumulator::seal(queue, idempotent, next_seal_id);
             if partition.is_none() && record.key.is_none() {
                 // Sticky partitioning: move on once a batch is full.
                 queues.sticky = queues.sticky.wrapping_add(1);
@@ -599,7 +629,7 @@ impl Producer {
         open.bytes += size;
         let completion = Arc::clone(&open.completion);
         if open.bytes >= batch_size {
-            Accumulator::seal(queue, idempotent);
+            Accumulator::seal(queue, idempotent, next_seal_id);
             woke = true;
         }
         drop(acc);
@@ -630,28 +660,15 @@ impl Producer {
                     q.open
                         .as_ref()
                         .map(|o| Arc::clone(&o.completion))
-                        .or_else(|| q.sealed.back().map(|s| Arc::clone(&s.completion)))
+                        .or_else(|| q.last_sealed.clone())
                 })
                 .collect()
         };
         self.shared.wake.notify_one();
+        // A partition's batches complete in order (one response task per
+        // broker), so its newest batch completing means all of them have.
         for completion in completions {
-            // Batches of a partition complete in order, so the last one suffices.
             let _ = WaitCompletion(completion).await;
-        }
-        // Requests already in flight when flush was called complete before
-        // their successors; wait for the broker's in-flight count to drain.
-        loop {
-            let busy = self
-                .shared
-                .accumulator
-                .lock()
-                .map(|a| a.in_flight.values().any(|&n| n > 0))
-                .unwrap_or(false);
-            if !busy {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
@@ -745,14 +762,17 @@ fn collect_ready(shared: &Shared) -> (Vec<(BrokerId, Outgoing)>, Option<Instant>
     let mut missing_leader = false;
     let mut idle = true;
     let Accumulator {
-        topics, in_flight, ..
+        topics,
+        in_flight,
+        next_seal_id,
+        ..
     } = &mut *acc;
     for queues in topics.values_mut() {
         for (index, queue) in queues.partitions.iter_mut().enumerate() {
             if let Some(open) = &queue.open {
                 let deadline = open.created + linger;
                 if flush || deadline <= now {
-                    Accumulator::seal(queue, idempotent);
+                    Accumulator::seal(queue, idempotent, next_seal_id);
                 } else {
                     next_deadline = Some(next_deadline.map_or(deadline, |d| d.min(deadline)));
                     idle = false;
@@ -762,6 +782,15 @@ fn collect_ready(shared: &Shared) -> (Vec<(BrokerId, Outgoing)>, Option<Instant>
                 continue;
             }
             idle = false;
+            if let Some(retry_at) = queue
+                .sealed
+                .front()
+                .and_then(|b| b.retry_at)
+                .filter(|&t| t > now)
+            {
+                next_deadline = Some(next_deadline.map_or(retry_at, |d| d.min(retry_at)));
+                continue;
+            }
             let partition = i32::try_from(index).unwrap_or(i32::MAX);
             let Some(leader) = shared.client.cached_leader(&queues.topic, partition) else {
                 missing_leader = true;
@@ -826,8 +855,8 @@ async fn send_request(
 ) {
     let fail =
         |shared: &Arc<Shared>, batches: Vec<(Arc<str>, i32, SealedBatch)>, error: ClientError| {
-            for (_, _, batch) in batches {
-                finish_batch(shared, &batch, Err(error.clone()));
+            for (topic, partition, batch) in batches {
+                settle(shared, topic, partition, batch, Err(error.clone()));
             }
             release_slot(shared, broker);
         };
@@ -895,27 +924,88 @@ async fn response_loop(
     mut requests: mpsc::UnboundedReceiver<InFlightRequest>,
 ) {
     while let Some((future, batches)) = requests.recv().await {
-        match future.await {
-            Ok(results) => {
-                let mut refresh = false;
-                for ((_, _, batch), result) in batches.iter().zip(results) {
-                    refresh |= result
-                        .as_ref()
-                        .is_err_and(ClientError::needs_metadata_refresh);
-                    finish_batch(&shared, batch, result);
-                }
-                if refresh {
-                    let _ = shared.client.refresh_metadata(&[]).await;
-                }
-            }
-            Err(error) => {
-                for (_, _, batch) in &batches {
-                    finish_batch(&shared, batch, Err(error.clone()));
-                }
-            }
+        let results = match future.await {
+            Ok(results) => results,
+            Err(error) => batches.iter().map(|_| Err(error.clone())).collect(),
+        };
+        let mut refresh = false;
+        for ((topic, partition, batch), result) in batches.into_iter().zip(results) {
+            refresh |= result
+                .as_ref()
+                .is_err_and(ClientError::needs_metadata_refresh);
+            settle(&shared, topic, partition, batch, result);
+        }
+        if refresh {
+            let _ = shared.client.refresh_metadata(&[]).await;
         }
         release_slot(&shared, broker);
     }
+}
+
+/// Kafka's `OUT_OF_ORDER_SEQUENCE_NUMBER`.
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+/// Kafka's `DUPLICATE_SEQUENCE_NUMBER`: the broker already has the batch.
+const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+
+/// Completes a batch, or puts it back for another attempt when the error is
+/// retriable and `delivery.timeout.ms` has not passed. An idempotent batch
+/// refused as out of order behind a batch that is itself being retried is
+/// retried too, so the partition's batches go again in their original order.
+fn settle(
+    shared: &Shared,
+    topic: Arc<str>,
+    partition: i32,
+    batch: SealedBatch,
+    result: Result<ProduceOutcome, ClientError>,
+) {
+    let error = match result {
+        Ok(outcome) => return finish_batch(shared, &batch, Ok(outcome)),
+        Err(e) if e.code() == Some(DUPLICATE_SEQUENCE_NUMBER) => {
+            let outcome = ProduceOutcome {
+                base_offset: -1,
+                log_append_time: -1,
+                log_start_offset: -1,
+            };
+            return finish_batch(shared, &batch, Ok(outcome));
+        }
+        Err(e) => e,
+    };
+    let in_time = batch.created.elapsed() < shared.config.delivery_timeout;
+    let retriable = shared.config.acks != Acks::None && in_time;
+    let Ok(mut acc) = shared.accumulator.lock() else {
+        return finish_batch(shared, &batch, Err(error));
+    };
+    let Some(queue) = acc.topics.get_mut(&*topic).and_then(|t| {
+        t.partitions
+            .get_mut(usize::try_from(partition).unwrap_or(usize::MAX))
+    }) else {
+        drop(acc);
+        return finish_batch(shared, &batch, Err(error));
+    };
+    let behind_a_retry = shared.identity.is_some()
+        && error.code() == Some(OUT_OF_ORDER_SEQUENCE_NUMBER)
+        && queue.sealed.iter().any(|b| b.seal_id < batch.seal_id);
+    if retriable && (error.is_retriable() || behind_a_retry) {
+        tracing::debug!(%topic, partition, %error, "retrying produce batch");
+        requeue(queue, batch, Instant::now() + shared.config.retry_backoff);
+        drop(acc);
+        shared.wake.notify_one();
+        return;
+    }
+    drop(acc);
+    finish_batch(shared, &batch, Err(error));
+}
+
+/// Puts a batch back into its partition's queue in closing order, to go
+/// again at `retry_at`.
+fn requeue(queue: &mut PartitionQueue, mut batch: SealedBatch, retry_at: Instant) {
+    batch.retry_at = Some(retry_at);
+    let at = queue
+        .sealed
+        .iter()
+        .position(|b| b.seal_id > batch.seal_id)
+        .unwrap_or(queue.sealed.len());
+    queue.sealed.insert(at, batch);
 }
 
 fn finish_batch(shared: &Shared, batch: &SealedBatch, result: Result<ProduceOutcome, ClientError>) {
@@ -961,21 +1051,50 @@ mod tests {
                 created: Instant::now(),
                 completion: Arc::new(Completion::default()),
             });
-            Accumulator::seal(&mut queue, true);
+            Accumulator::seal(&mut queue, true, &mut 0);
         }
         let bases: Vec<i32> = queue.sealed.iter().map(|b| b.base_sequence).collect();
         check!(bases == vec![0, 3, 5]);
         check!(queue.next_sequence == 9);
         // Without idempotence there are no sequence numbers.
-        let mut plain = PartitionQueue::default();
-        plain.open = Some(OpenBatch {
-            records: vec![ProducerRecord::value("x")],
-            bytes: 0,
-            created: Instant::now(),
-            completion: Arc::new(Completion::default()),
-        });
-        Accumulator::seal(&mut plain, false);
+        let mut plain = PartitionQueue {
+            open: Some(OpenBatch {
+                records: vec![ProducerRecord::value("x")],
+                bytes: 0,
+                created: Instant::now(),
+                completion: Arc::new(Completion::default()),
+            }),
+            ..PartitionQueue::default()
+        };
+        Accumulator::seal(&mut plain, false, &mut 0);
         check!(plain.sealed.front().map(|b| b.base_sequence) == Some(-1));
+    }
+
+    #[test]
+    fn retried_batches_go_back_in_closing_order() {
+        let mut queue = PartitionQueue::default();
+        let mut ids = 0;
+        let mut sealed = Vec::new();
+        for i in 0..4 {
+            queue.open = Some(OpenBatch {
+                records: vec![ProducerRecord::value(format!("{i}"))],
+                bytes: 0,
+                created: Instant::now(),
+                completion: Arc::new(Completion::default()),
+            });
+            Accumulator::seal(&mut queue, true, &mut ids);
+        }
+        // Batches 1 and 2 were sent; 3 and 4 still wait.
+        sealed.extend(queue.sealed.drain(..2));
+        let later = Instant::now();
+        for batch in sealed {
+            requeue(&mut queue, batch, later);
+        }
+        let order: Vec<u64> = queue.sealed.iter().map(|b| b.seal_id).collect();
+        check!(order == vec![1, 2, 3, 4]);
+        let sequences: Vec<i32> = queue.sealed.iter().map(|b| b.base_sequence).collect();
+        check!(sequences == vec![0, 1, 2, 3]);
+        check!(queue.sealed.front().and_then(|b| b.retry_at) == Some(later));
     }
 
     #[tokio::test]
