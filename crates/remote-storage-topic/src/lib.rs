@@ -6,6 +6,8 @@
 //!   store; [`InProcessMetadataEventLog`] is its in-memory implementation.
 //! - [`serde`] is the event codec, byte for byte Kafka's
 //!   `RemoteLogMetadataSerde`.
+//! - [`KafkaMetadataEventLog`] is the seam over a Kafka-compatible cluster
+//!   (the `__remote_log_metadata` topic itself).
 //! - [`RemoteLogMetadataTopicPartitioner`] places a user partition's events
 //!   in the same metadata partition Kafka does.
 //! - [`TopicBasedRemoteLogMetadataManager`] is the
@@ -21,8 +23,10 @@ pub mod serde;
 pub use {
     error::MetadataLogError,
     log::{
-        AssignmentHandle, InProcessMetadataEventLog, KeyedEvent, MetadataEventLog,
-        MetadataEventRecord, MetadataEventStream, PartitionStart, RangeVisitor,
+        AssignmentHandle, DEFAULT_METADATA_TOPIC_PARTITIONS, InProcessMetadataEventLog,
+        KafkaMetadataEventLog, KafkaMetadataEventLogConfig, KeyedEvent, MetadataEventLog,
+        MetadataEventRecord, MetadataEventStream, PartitionStart, REMOTE_LOG_METADATA_TOPIC,
+        RangeVisitor,
     },
     manager::{
         ConsumerStats, DEFAULT_CONSUME_WAIT, DEFAULT_SNAPSHOT_INTERVAL_EVENTS,

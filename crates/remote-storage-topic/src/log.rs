@@ -22,8 +22,15 @@ use {
 };
 
 mod in_process;
+mod kafka;
 
-pub use self::in_process::InProcessMetadataEventLog;
+pub use self::{
+    in_process::InProcessMetadataEventLog,
+    kafka::{
+        DEFAULT_METADATA_TOPIC_PARTITIONS, KafkaMetadataEventLog, KafkaMetadataEventLogConfig,
+        REMOTE_LOG_METADATA_TOPIC,
+    },
+};
 
 /// One event read from the metadata log.
 #[derive(Debug, Clone, PartialEq, Eq)]
