@@ -1,1 +1,34 @@
-//! krabka broker (skeleton).
+//! `krabka-broker`: a single-node, Kafka-compatible broker on `krabka-log`.
+//!
+//! The crate is laid out by layer: [`config`] (Kafka property names and
+//! defaults), [`network`] (framing, decoding, ordered answers), [`handlers`]
+//! (one module per API family), [`fetch`] (long polls and KIP-227 sessions),
+//! [`partition`] (each partition owning its log), [`topics`] (the persisted
+//! topic registry and effective topic configs), [`api_versions`] (what is
+//! implemented), [`metrics`] and [`server`] (startup, housekeeping and
+//! shutdown). Unmodified Kafka clients speak to it through `kafka-protocol`.
+
+pub mod alloc_guard;
+pub mod api_versions;
+pub mod broker;
+pub mod config;
+pub mod error;
+pub mod fetch;
+pub mod handlers;
+pub mod metrics;
+pub mod network;
+pub mod partition;
+pub mod server;
+pub mod topics;
+
+pub use {
+    config::{BrokerConfig, RawSettings},
+    error::BrokerError,
+    server::{run, run_until},
+};
+
+// The unit tests (notably the decoder fuzz tests) run under the same
+// allocator as the binary.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: alloc_guard::GuardedAllocator = alloc_guard::GuardedAllocator;

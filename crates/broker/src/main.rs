@@ -1,2 +1,94 @@
-//! The `krabka` binary.
-fn main() {}
+//! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`.
+//!
+//! Settings are Kafka's property names. They come from the properties file,
+//! then `KRABKA_*` environment variables (`KRABKA_LOG_DIRS` → `log.dirs`),
+//! then `--override` flags; later sources win. An unknown or invalid
+//! setting stops startup with a message naming it.
+
+use {
+    clap::{Parser, Subcommand},
+    krabka_broker::{BrokerConfig, RawSettings},
+    std::{path::PathBuf, process::ExitCode},
+};
+
+#[derive(Parser)]
+#[command(
+    name = "krabka",
+    version,
+    about = "A Kafka-compatible streaming broker"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker (node id 1 on 127.0.0.1:9092, data in ./krabka-data by default).
+    Serve {
+        /// A server.properties-style file with Kafka property names.
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override one setting, e.g. `--override num.partitions=3`; repeatable.
+        #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
+        overrides: Vec<String>,
+    },
+}
+
+#[global_allocator]
+static ALLOCATOR: krabka_broker::alloc_guard::GuardedAllocator =
+    krabka_broker::alloc_guard::GuardedAllocator;
+
+fn load(config: Option<PathBuf>, overrides: &[String]) -> Result<BrokerConfig, String> {
+    let mut raw = RawSettings::default();
+    if let Some(path) = config {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        raw.parse_properties(&text, &path.display().to_string())
+            .map_err(|e| e.to_string())?;
+    }
+    raw.read_env(std::env::vars());
+    for o in overrides {
+        raw.parse_override(o).map_err(|e| e.to_string())?;
+    }
+    BrokerConfig::from_raw(&raw).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config, overrides } => {
+            let config = match load(config, &overrides) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("krabka: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("krabka: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(krabka_broker::run(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "broker failed");
+                    eprintln!("krabka: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

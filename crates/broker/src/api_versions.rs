@@ -1,0 +1,89 @@
+//! The APIs this broker implements, with the version range of each.
+//!
+//! This table is the single source of truth: the request decoder refuses
+//! anything outside it and `ApiVersions` advertises exactly it. Ranges are as
+//! wide as `kafka-protocol` 0.18 decodes and the handlers implement, so
+//! librdkafka 2.x, kafka-python and the Java client 3.x/4.x all find a
+//! common version.
+
+use kafka_protocol::messages::{
+    ApiKey,
+    api_versions_response::{ApiVersion, ApiVersionsResponse},
+};
+
+/// `(api, min version, max version)` for every implemented API.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The supported version range of `api`, if it is implemented.
+#[must_use]
+pub fn supported_range(api: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(key, _, _)| *key == api)
+        .map(|&(_, min, max)| (min, max))
+}
+
+/// Whether `version` of `api` is implemented.
+#[must_use]
+pub fn is_supported(api: ApiKey, version: i16) -> bool {
+    supported_range(api).is_some_and(|(min, max)| (min..=max).contains(&version))
+}
+
+/// The `ApiVersions` answer with `error_code` (0, or 35 UNSUPPORTED_VERSION).
+#[must_use]
+pub fn response(error_code: i16) -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    response.error_code = error_code;
+    response.api_keys = SUPPORTED
+        .iter()
+        .map(|&(key, min, max)| {
+            let mut v = ApiVersion::default();
+            v.api_key = key as i16;
+            v.min_version = min;
+            v.max_version = max;
+            v
+        })
+        .collect();
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn ranges_are_within_what_kafka_protocol_decodes() {
+        for &(key, min, max) in SUPPORTED {
+            let valid = key.valid_versions();
+            check!(min >= valid.min, "{key:?}");
+            check!(max <= valid.max, "{key:?}");
+            check!(min <= max, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn advertises_exactly_the_table() {
+        let r = response(0);
+        check!(r.api_keys.len() == SUPPORTED.len());
+        check!(is_supported(ApiKey::Fetch, 12));
+        check!(!is_supported(ApiKey::Fetch, 3));
+        check!(!is_supported(ApiKey::JoinGroup, 0));
+    }
+}

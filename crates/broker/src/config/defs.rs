@@ -1,0 +1,719 @@
+//! The table of settings Krabka understands, in Kafka's names and with Kafka's
+//! defaults and ranges.
+//!
+//! One table serves three users: startup parsing (unknown names are refused),
+//! `DescribeConfigs` (names, types, defaults, documentation) and the
+//! `AlterConfigs` family (validation of new values). Keeping them in one place
+//! means a setting cannot be accepted by one path and refused by another.
+
+/// The type of a setting, as Kafka's `ConfigDef.Type` (the numbers are the
+/// `config_type` codes of `DescribeConfigs` v3+).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ConfigKind {
+    /// `true` / `false`.
+    Boolean,
+    /// Free text.
+    Text,
+    /// One of a fixed set of words.
+    Choice(&'static [&'static str]),
+    /// A 32-bit integer within `[min, max]`.
+    Int { min: i64, max: i64 },
+    /// A 64-bit integer within `[min, max]`.
+    Long { min: i64, max: i64 },
+    /// A floating point number within `[min, max]`.
+    Double { min: f64, max: f64 },
+    /// A comma-separated list; when `choices` is not empty every element must
+    /// be one of them.
+    List { choices: &'static [&'static str] },
+}
+
+impl ConfigKind {
+    /// Kafka's `DescribeConfigs` type code.
+    #[must_use]
+    pub fn type_code(self) -> i8 {
+        match self {
+            Self::Boolean => 1,
+            Self::Text | Self::Choice(_) => 2,
+            Self::Int { .. } => 3,
+            Self::Long { .. } => 5,
+            Self::Double { .. } => 6,
+            Self::List { .. } => 7,
+        }
+    }
+
+    /// Checks `value` against this type, returning Kafka-style reason text.
+    ///
+    /// # Errors
+    ///
+    /// A human-readable reason when the value does not parse or is out of range.
+    pub fn validate(self, value: &str) -> Result<(), String> {
+        let value = value.trim();
+        match self {
+            Self::Boolean => match value.to_ascii_lowercase().as_str() {
+                "true" | "false" => Ok(()),
+                _ => Err("Expected value to be either true or false".to_owned()),
+            },
+            Self::Text => Ok(()),
+            Self::Choice(choices) => {
+                if choices.iter().any(|c| c.eq_ignore_ascii_case(value)) {
+                    Ok(())
+                } else {
+                    Err(format!("String must be one of: {}", choices.join(", ")))
+                }
+            }
+            Self::Int { min, max } | Self::Long { min, max } => {
+                let parsed: i64 = value
+                    .parse()
+                    .map_err(|_| "Not a number of type INT/LONG".to_owned())?;
+                if matches!(self, Self::Int { .. }) && i32::try_from(parsed).is_err() {
+                    return Err("Not a number of type INT".to_owned());
+                }
+                if parsed < min || parsed > max {
+                    return Err(range_text(min, max));
+                }
+                Ok(())
+            }
+            Self::Double { min, max } => {
+                let parsed: f64 = value
+                    .parse()
+                    .map_err(|_| "Not a number of type DOUBLE".to_owned())?;
+                if !(min..=max).contains(&parsed) {
+                    return Err(format!("Value must be in [{min},...,{max}]"));
+                }
+                Ok(())
+            }
+            Self::List { choices } => {
+                if choices.is_empty() {
+                    return Ok(());
+                }
+                for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if !choices.iter().any(|c| c.eq_ignore_ascii_case(item)) {
+                        return Err(format!(
+                            "Invalid value {item}: must be one of [{}]",
+                            choices.join(", ")
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn range_text(min: i64, max: i64) -> String {
+    match (min, max) {
+        (i64::MIN, _) => format!("Value must be no more than {max}"),
+        (_, i64::MAX) | (_, 2_147_483_647) => format!("Value must be at least {min}"),
+        _ => format!("Value must be in [{min},...,{max}]"),
+    }
+}
+
+const LONG_MAX: i64 = i64::MAX;
+const INT_MAX: i64 = i32::MAX as i64;
+
+/// One broker setting.
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerSetting {
+    /// Kafka's property name.
+    pub name: &'static str,
+    /// Kafka's default (as text), `None` where Kafka's default is null.
+    pub default: Option<&'static str>,
+    /// Value type and range.
+    pub kind: ConfigKind,
+    /// Whether `AlterConfigs` on a broker resource may change it at runtime
+    /// (the per-topic defaults Kafka also lets operators change dynamically).
+    pub dynamic: bool,
+    /// One line of documentation.
+    pub doc: &'static str,
+}
+
+const fn broker(
+    name: &'static str,
+    default: Option<&'static str>,
+    kind: ConfigKind,
+    dynamic: bool,
+    doc: &'static str,
+) -> BrokerSetting {
+    BrokerSetting {
+        name,
+        default,
+        kind,
+        dynamic,
+        doc,
+    }
+}
+
+/// Every broker setting Krabka accepts.
+pub const BROKER_SETTINGS: &[BrokerSetting] = &[
+    broker(
+        "node.id",
+        Some("1"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "The node id of this server.",
+    ),
+    broker(
+        "broker.id",
+        None,
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "Alias of node.id.",
+    ),
+    broker(
+        "listeners",
+        Some("PLAINTEXT://127.0.0.1:9092"),
+        ConfigKind::Text,
+        false,
+        "Listener to bind, PLAINTEXT://host:port.",
+    ),
+    broker(
+        "advertised.listeners",
+        None,
+        ConfigKind::Text,
+        false,
+        "Listener given to clients in metadata; defaults to listeners.",
+    ),
+    broker(
+        "log.dirs",
+        None,
+        ConfigKind::Text,
+        false,
+        "The directory in which the log data is kept.",
+    ),
+    broker(
+        "log.dir",
+        Some("./krabka-data"),
+        ConfigKind::Text,
+        false,
+        "The directory in which the log data is kept (used if log.dirs is unset).",
+    ),
+    broker(
+        "num.partitions",
+        Some("1"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The default number of partitions per topic.",
+    ),
+    broker(
+        "default.replication.factor",
+        Some("1"),
+        ConfigKind::Int { min: 1, max: 1 },
+        false,
+        "Replication factor of automatically created topics.",
+    ),
+    broker(
+        "auto.create.topics.enable",
+        Some("true"),
+        ConfigKind::Boolean,
+        false,
+        "Enable auto creation of topics on the server.",
+    ),
+    broker(
+        "delete.topic.enable",
+        Some("true"),
+        ConfigKind::Boolean,
+        false,
+        "Enables delete topic.",
+    ),
+    broker(
+        "socket.request.max.bytes",
+        Some("104857600"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The maximum number of bytes in a socket request.",
+    ),
+    broker(
+        "message.max.bytes",
+        Some("1048588"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        true,
+        "The largest record batch size allowed.",
+    ),
+    broker(
+        "compression.type",
+        Some("producer"),
+        ConfigKind::Choice(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
+        true,
+        "Compression type for a topic.",
+    ),
+    broker(
+        "min.insync.replicas",
+        Some("1"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        true,
+        "Minimum in-sync replicas for acks=all.",
+    ),
+    broker(
+        "log.segment.bytes",
+        Some("1073741824"),
+        ConfigKind::Int {
+            min: 14,
+            max: INT_MAX,
+        },
+        true,
+        "The maximum size of a single log file.",
+    ),
+    broker(
+        "log.roll.ms",
+        None,
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        true,
+        "Time after which a new log segment is rolled out (ms).",
+    ),
+    broker(
+        "log.roll.hours",
+        Some("168"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Time after which a new log segment is rolled out (hours).",
+    ),
+    broker(
+        "log.retention.ms",
+        None,
+        ConfigKind::Long {
+            min: -1,
+            max: LONG_MAX,
+        },
+        true,
+        "Time to keep a log file before deleting it (ms).",
+    ),
+    broker(
+        "log.retention.minutes",
+        None,
+        ConfigKind::Int {
+            min: -1,
+            max: INT_MAX,
+        },
+        false,
+        "Time to keep a log file before deleting it (minutes).",
+    ),
+    broker(
+        "log.retention.hours",
+        Some("168"),
+        ConfigKind::Int {
+            min: -1,
+            max: INT_MAX,
+        },
+        false,
+        "Time to keep a log file before deleting it (hours).",
+    ),
+    broker(
+        "log.retention.bytes",
+        Some("-1"),
+        ConfigKind::Long {
+            min: -1,
+            max: LONG_MAX,
+        },
+        true,
+        "The maximum size of the log before deleting it.",
+    ),
+    broker(
+        "log.retention.check.interval.ms",
+        Some("300000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "How often the log cleaner checks for deletable logs.",
+    ),
+    broker(
+        "log.cleanup.policy",
+        Some("delete"),
+        ConfigKind::List {
+            choices: &["delete", "compact"],
+        },
+        true,
+        "The default cleanup policy for segments.",
+    ),
+    broker(
+        "log.cleaner.enable",
+        Some("true"),
+        ConfigKind::Boolean,
+        false,
+        "Enable the log cleaner process.",
+    ),
+    broker(
+        "log.cleaner.dedupe.buffer.size",
+        Some("134217728"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        false,
+        "Memory used for log deduplication.",
+    ),
+    broker(
+        "log.cleaner.backoff.ms",
+        Some("15000"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        false,
+        "Sleep when there are no logs to clean.",
+    ),
+    broker(
+        "log.cleaner.delete.retention.ms",
+        Some("86400000"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        true,
+        "How long delete markers are retained.",
+    ),
+    broker(
+        "log.cleaner.min.compaction.lag.ms",
+        Some("0"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        true,
+        "Minimum time a message remains uncompacted.",
+    ),
+    broker(
+        "log.cleaner.min.cleanable.ratio",
+        Some("0.5"),
+        ConfigKind::Double { min: 0.0, max: 1.0 },
+        true,
+        "Minimum dirty ratio for a log to be cleaned.",
+    ),
+    broker(
+        "log.index.interval.bytes",
+        Some("4096"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        true,
+        "Interval at which an offset index entry is added.",
+    ),
+    broker(
+        "log.index.size.max.bytes",
+        Some("10485760"),
+        ConfigKind::Int {
+            min: 4,
+            max: INT_MAX,
+        },
+        true,
+        "The maximum size of the offset index.",
+    ),
+    broker(
+        "log.segment.delete.delay.ms",
+        Some("60000"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        true,
+        "Time to wait before deleting a file.",
+    ),
+    broker(
+        "log.flush.interval.messages",
+        Some("9223372036854775807"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        true,
+        "Messages accumulated before a flush.",
+    ),
+    broker(
+        "log.flush.interval.ms",
+        None,
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        true,
+        "Maximum time a message stays in memory before a flush.",
+    ),
+    broker(
+        "log.preallocate",
+        Some("false"),
+        ConfigKind::Boolean,
+        true,
+        "Preallocate segment files.",
+    ),
+    broker(
+        "log.message.timestamp.type",
+        Some("CreateTime"),
+        ConfigKind::Choice(&["CreateTime", "LogAppendTime"]),
+        true,
+        "Timestamp type of messages.",
+    ),
+    broker(
+        "krabka.metrics.listener",
+        Some("127.0.0.1:9464"),
+        ConfigKind::Text,
+        false,
+        "host:port of the Prometheus /metrics endpoint; empty disables it.",
+    ),
+];
+
+/// Looks up a broker setting by name.
+#[must_use]
+pub fn broker_setting(name: &str) -> Option<&'static BrokerSetting> {
+    BROKER_SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// One topic-level setting, with the broker setting that supplies its default.
+#[derive(Debug, Clone, Copy)]
+pub struct TopicSetting {
+    /// Kafka's topic config name.
+    pub name: &'static str,
+    /// The broker setting whose value is this topic setting's default.
+    pub broker_synonym: &'static str,
+    /// Value type and range.
+    pub kind: ConfigKind,
+    /// One line of documentation.
+    pub doc: &'static str,
+}
+
+const fn topic(
+    name: &'static str,
+    broker_synonym: &'static str,
+    kind: ConfigKind,
+    doc: &'static str,
+) -> TopicSetting {
+    TopicSetting {
+        name,
+        broker_synonym,
+        kind,
+        doc,
+    }
+}
+
+/// Every topic setting Krabka accepts.
+pub const TOPIC_SETTINGS: &[TopicSetting] = &[
+    topic(
+        "cleanup.policy",
+        "log.cleanup.policy",
+        ConfigKind::List {
+            choices: &["delete", "compact"],
+        },
+        "Retention policy: delete, compact or both.",
+    ),
+    topic(
+        "compression.type",
+        "compression.type",
+        ConfigKind::Choice(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
+        "Final compression type for the topic.",
+    ),
+    topic(
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        "How long delete tombstones are retained.",
+    ),
+    topic(
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        "Time to wait before deleting a file.",
+    ),
+    topic(
+        "flush.messages",
+        "log.flush.interval.messages",
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        "Messages accumulated before a forced fsync.",
+    ),
+    topic(
+        "flush.ms",
+        "log.flush.interval.ms",
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        "Time before a forced fsync.",
+    ),
+    topic(
+        "index.interval.bytes",
+        "log.index.interval.bytes",
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        "Bytes between offset index entries.",
+    ),
+    topic(
+        "max.message.bytes",
+        "message.max.bytes",
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        "Largest record batch size allowed.",
+    ),
+    topic(
+        "message.timestamp.type",
+        "log.message.timestamp.type",
+        ConfigKind::Choice(&["CreateTime", "LogAppendTime"]),
+        "CreateTime or LogAppendTime.",
+    ),
+    topic(
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        ConfigKind::Double { min: 0.0, max: 1.0 },
+        "Dirty ratio that triggers compaction.",
+    ),
+    topic(
+        "min.compaction.lag.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        "Minimum time a message remains uncompacted.",
+    ),
+    topic(
+        "min.insync.replicas",
+        "min.insync.replicas",
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        "Minimum in-sync replicas for acks=all.",
+    ),
+    topic(
+        "preallocate",
+        "log.preallocate",
+        ConfigKind::Boolean,
+        "Preallocate segment files.",
+    ),
+    topic(
+        "retention.bytes",
+        "log.retention.bytes",
+        ConfigKind::Long {
+            min: -1,
+            max: LONG_MAX,
+        },
+        "Maximum partition size before old segments are deleted.",
+    ),
+    topic(
+        "retention.ms",
+        "log.retention.ms",
+        ConfigKind::Long {
+            min: -1,
+            max: LONG_MAX,
+        },
+        "Maximum age of a segment before it is deleted.",
+    ),
+    topic(
+        "segment.bytes",
+        "log.segment.bytes",
+        ConfigKind::Int {
+            min: 14,
+            max: INT_MAX,
+        },
+        "Segment file size.",
+    ),
+    topic(
+        "segment.index.bytes",
+        "log.index.size.max.bytes",
+        ConfigKind::Int {
+            min: 4,
+            max: INT_MAX,
+        },
+        "Size of the offset index.",
+    ),
+    topic(
+        "segment.ms",
+        "log.roll.ms",
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        "Time after which a segment is rolled.",
+    ),
+];
+
+/// Looks up a topic setting by name.
+#[must_use]
+pub fn topic_setting(name: &str) -> Option<&'static TopicSetting> {
+    TOPIC_SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// Validates a topic setting value, including the rules that go beyond the
+/// value's type.
+///
+/// # Errors
+///
+/// Kafka-style reason text for an unknown name or an invalid value.
+pub fn validate_topic_setting(name: &str, value: &str) -> Result<(), String> {
+    let setting =
+        topic_setting(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
+    setting
+        .kind
+        .validate(value)
+        .map_err(|reason| format!("Invalid value {value} for configuration {name}: {reason}"))?;
+    // Krabka stores batches exactly as the producer compressed them; a topic
+    // that asks the broker to recompress is refused rather than ignored.
+    if name == "compression.type" && !value.trim().eq_ignore_ascii_case("producer") {
+        return Err(format!(
+            "Invalid value {value} for configuration compression.type: krabka stores batches as the producer sent them; only 'producer' is supported"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn every_topic_synonym_is_a_broker_setting() {
+        for t in TOPIC_SETTINGS {
+            check!(broker_setting(t.broker_synonym).is_some(), "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn values_are_checked_against_their_type() {
+        check!(validate_topic_setting("retention.ms", "1000").is_ok());
+        check!(validate_topic_setting("retention.ms", "-2").is_err());
+        check!(validate_topic_setting("retention.ms", "soon").is_err());
+        check!(validate_topic_setting("cleanup.policy", "compact,delete").is_ok());
+        check!(validate_topic_setting("cleanup.policy", "shred").is_err());
+        check!(validate_topic_setting("message.timestamp.type", "LogAppendTime").is_ok());
+        check!(validate_topic_setting("min.cleanable.dirty.ratio", "1.5").is_err());
+        check!(validate_topic_setting("max.message.bytes", "99999999999").is_err());
+        check!(validate_topic_setting("no.such.config", "1").is_err());
+        check!(validate_topic_setting("compression.type", "gzip").is_err());
+    }
+}

@@ -1,0 +1,462 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic and
+//! broker resources, with Kafka's names, defaults, sources and validation.
+//!
+//! Topic overrides and dynamic broker settings are persisted in the
+//! registry; after a change the effective configuration is pushed into the
+//! affected logs immediately, so e.g. a lowered `retention.ms` is applied by
+//! the next retention pass.
+
+use {
+    crate::{
+        broker::Broker,
+        config::{ConfigSource, defs},
+        topics::config::{resolve_broker, resolve_topic},
+    },
+    kafka_protocol::{
+        error::ResponseError,
+        messages::{
+            AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest,
+            DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse, alter_configs_response,
+            describe_configs_response::{
+                DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+            },
+            incremental_alter_configs_response,
+        },
+        protocol::StrBytes,
+    },
+    std::{collections::BTreeMap, sync::Arc},
+};
+
+/// `ConfigResource.Type.TOPIC`.
+pub const TOPIC: i8 = 2;
+/// `ConfigResource.Type.BROKER`.
+pub const BROKER: i8 = 4;
+
+struct Refusal {
+    code: i16,
+    message: String,
+}
+
+fn refuse(error: ResponseError, message: impl Into<String>) -> Refusal {
+    Refusal {
+        code: error.code(),
+        message: message.into(),
+    }
+}
+
+/// Checks that a broker resource name is this node ("" is the cluster default).
+fn check_broker_resource(broker: &Broker, name: &str) -> Result<(), Refusal> {
+    if name.is_empty() || name == broker.config.node_id.to_string() {
+        Ok(())
+    } else {
+        Err(refuse(
+            ResponseError::InvalidRequest,
+            format!(
+                "Unexpected broker id, expected {} or empty string, but received {name}",
+                broker.config.node_id
+            ),
+        ))
+    }
+}
+
+fn entry(
+    name: &str,
+    value: Option<String>,
+    source: ConfigSource,
+    read_only: bool,
+    synonyms: Vec<(String, Option<String>, ConfigSource)>,
+    kind: defs::ConfigKind,
+    doc: &str,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> DescribeConfigsResourceResult {
+    let mut e = DescribeConfigsResourceResult::default();
+    e.name = StrBytes::from_string(name.to_owned());
+    e.value = value.map(StrBytes::from_string);
+    e.read_only = read_only;
+    e.config_source = source.code();
+    e.config_type = kind.type_code();
+    if include_synonyms {
+        e.synonyms = synonyms
+            .into_iter()
+            .map(|(n, v, s)| {
+                let mut syn = DescribeConfigsSynonym::default();
+                syn.name = StrBytes::from_string(n);
+                syn.value = v.map(StrBytes::from_string);
+                syn.source = s.code();
+                syn
+            })
+            .collect();
+    }
+    if include_documentation {
+        e.documentation = Some(StrBytes::from_string(doc.to_owned()));
+    }
+    e
+}
+
+/// Handles DescribeConfigs.
+#[must_use]
+pub fn handle_describe_configs(
+    broker: &Broker,
+    request: &DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let mut response = DescribeConfigsResponse::default();
+    for resource in &request.resources {
+        let mut result = DescribeConfigsResult::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let keys: Option<Vec<String>> = resource
+            .configuration_keys
+            .as_ref()
+            .map(|k| k.iter().map(|s| s.to_string()).collect());
+        let wanted = |name: &str| keys.as_ref().is_none_or(|k| k.iter().any(|w| w == name));
+        let name = resource.resource_name.to_string();
+        let outcome: Result<Vec<DescribeConfigsResourceResult>, Refusal> = match resource
+            .resource_type
+        {
+            TOPIC => match broker.registry.get(&name) {
+                None => Err(refuse(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic {name} does not exist"),
+                )),
+                Some(meta) => Ok(defs::TOPIC_SETTINGS
+                    .iter()
+                    .filter(|s| wanted(s.name))
+                    .map(|s| {
+                        let r =
+                            resolve_topic(&broker.config, &broker.registry, &meta.configs, s.name);
+                        entry(
+                            s.name,
+                            r.value,
+                            r.source,
+                            false,
+                            r.synonyms,
+                            s.kind,
+                            s.doc,
+                            request.include_synonyms,
+                            request.include_documentation,
+                        )
+                    })
+                    .collect()),
+            },
+            BROKER => check_broker_resource(broker, &name).map(|()| {
+                defs::BROKER_SETTINGS
+                    .iter()
+                    .filter(|s| wanted(s.name))
+                    .map(|s| {
+                        let r = resolve_broker(&broker.config, &broker.registry, s.name);
+                        entry(
+                            s.name,
+                            r.value,
+                            r.source,
+                            !s.dynamic,
+                            r.synonyms,
+                            s.kind,
+                            s.doc,
+                            request.include_synonyms,
+                            request.include_documentation,
+                        )
+                    })
+                    .collect()
+            }),
+            other => Err(refuse(
+                ResponseError::InvalidRequest,
+                format!("Unsupported resource type {other}"),
+            )),
+        };
+        match outcome {
+            Ok(configs) => result.configs = configs,
+            Err(r) => {
+                result.error_code = r.code;
+                result.error_message = Some(StrBytes::from_string(r.message));
+            }
+        }
+        response.results.push(result);
+    }
+    response
+}
+
+/// A requested change to one setting.
+enum Change {
+    Set(String),
+    Delete,
+    Append(String),
+    Subtract(String),
+}
+
+fn validate_broker_setting(name: &str, value: &str) -> Result<(), Refusal> {
+    let setting = defs::broker_setting(name).ok_or_else(|| {
+        refuse(
+            ResponseError::InvalidConfig,
+            format!("Unknown broker config name: {name}"),
+        )
+    })?;
+    if !setting.dynamic {
+        return Err(refuse(
+            ResponseError::InvalidConfig,
+            format!("Cannot update these configs dynamically: Set({name})"),
+        ));
+    }
+    setting.kind.validate(value).map_err(|m| {
+        refuse(
+            ResponseError::InvalidConfig,
+            format!("Invalid value {value} for configuration {name}: {m}"),
+        )
+    })?;
+    if name == "compression.type" && !value.eq_ignore_ascii_case("producer") {
+        return Err(refuse(
+            ResponseError::InvalidConfig,
+            "compression.type: only 'producer' is supported",
+        ));
+    }
+    Ok(())
+}
+
+fn apply(
+    current: &BTreeMap<String, String>,
+    changes: Vec<(String, Change)>,
+    topic: bool,
+    replace: bool,
+) -> Result<BTreeMap<String, String>, Refusal> {
+    let mut next = if replace {
+        BTreeMap::new()
+    } else {
+        current.clone()
+    };
+    for (name, change) in changes {
+        let is_list = if topic {
+            defs::topic_setting(&name).map(|s| matches!(s.kind, defs::ConfigKind::List { .. }))
+        } else {
+            defs::broker_setting(&name).map(|s| matches!(s.kind, defs::ConfigKind::List { .. }))
+        };
+        let Some(is_list) = is_list else {
+            let kind = if topic { "topic" } else { "broker" };
+            return Err(refuse(
+                ResponseError::InvalidConfig,
+                format!("Unknown {kind} config name: {name}"),
+            ));
+        };
+        match change {
+            Change::Set(v) => {
+                next.insert(name, v);
+            }
+            Change::Delete => {
+                next.remove(&name);
+            }
+            Change::Append(_) | Change::Subtract(_) if !is_list => {
+                return Err(refuse(
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "Config value append/subtract is not allowed for config {name} as it is not of type LIST"
+                    ),
+                ));
+            }
+            Change::Append(v) => {
+                let mut items: Vec<String> = next
+                    .get(&name)
+                    .map(|c| {
+                        c.split(',')
+                            .map(|s| s.trim().to_owned())
+                            .filter(|s| !s.is_empty())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if !items.iter().any(|i| i == item) {
+                        items.push(item.to_owned());
+                    }
+                }
+                next.insert(name, items.join(","));
+            }
+            Change::Subtract(v) => {
+                let remove: Vec<&str> = v.split(',').map(str::trim).collect();
+                let items: Vec<String> = next
+                    .get(&name)
+                    .map(|c| {
+                        c.split(',')
+                            .map(|s| s.trim().to_owned())
+                            .filter(|s| !s.is_empty() && !remove.contains(&s.as_str()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                next.insert(name, items.join(","));
+            }
+        }
+    }
+    for (name, value) in &next {
+        if topic {
+            defs::validate_topic_setting(name, value)
+                .map_err(|m| refuse(ResponseError::InvalidConfig, m))?;
+            if name == "cleanup.policy" && value.trim().is_empty() {
+                return Err(refuse(
+                    ResponseError::InvalidConfig,
+                    "cleanup.policy must name delete and/or compact",
+                ));
+            }
+        } else {
+            validate_broker_setting(name, value)?;
+        }
+    }
+    Ok(next)
+}
+
+/// Validates and (unless `validate_only`) applies changes to one resource.
+async fn alter_resource(
+    broker: &Arc<Broker>,
+    resource_type: i8,
+    name: String,
+    changes: Vec<(String, Change)>,
+    replace: bool,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    match resource_type {
+        TOPIC => {
+            let meta = broker.registry.get(&name).ok_or_else(|| {
+                refuse(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic {name} does not exist"),
+                )
+            })?;
+            let next = apply(&meta.configs, changes, true, replace)?;
+            if validate_only {
+                return Ok(());
+            }
+            let broker = Arc::clone(broker);
+            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+                broker
+                    .registry
+                    .set_topic_configs(&name, next)
+                    .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
+                if let Some(meta) = broker.registry.get(&name) {
+                    broker.refresh_topic_config(&meta);
+                    tracing::info!(topic = %name, configs = ?meta.configs, "topic configs changed");
+                }
+                Ok(())
+            })
+            .await
+            .unwrap_or_else(|e| Err(refuse(ResponseError::UnknownServerError, e.to_string())))
+        }
+        BROKER => {
+            check_broker_resource(broker, &name)?;
+            let current = broker.registry.broker_configs(&name);
+            let next = apply(&current, changes, false, replace)?;
+            if validate_only {
+                return Ok(());
+            }
+            let broker = Arc::clone(broker);
+            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+                broker
+                    .registry
+                    .set_broker_configs(&name, next)
+                    .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
+                for topic in broker.registry.topics() {
+                    broker.refresh_topic_config(&topic);
+                }
+                Ok(())
+            })
+            .await
+            .unwrap_or_else(|e| Err(refuse(ResponseError::UnknownServerError, e.to_string())))
+        }
+        other => Err(refuse(
+            ResponseError::InvalidRequest,
+            format!("Unsupported resource type {other}"),
+        )),
+    }
+}
+
+/// Handles AlterConfigs (the whole set of overrides is replaced).
+pub async fn handle_alter_configs(
+    broker: &Arc<Broker>,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let mut response = AlterConfigsResponse::default();
+    for resource in request.resources {
+        let changes = resource
+            .configs
+            .iter()
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.to_string(), Change::Set(v.to_string())))
+            })
+            .collect();
+        let mut r = alter_configs_response::AlterConfigsResourceResponse::default();
+        r.resource_type = resource.resource_type;
+        r.resource_name = resource.resource_name.clone();
+        if let Err(e) = alter_resource(
+            broker,
+            resource.resource_type,
+            resource.resource_name.to_string(),
+            changes,
+            true,
+            request.validate_only,
+        )
+        .await
+        {
+            r.error_code = e.code;
+            r.error_message = Some(StrBytes::from_string(e.message));
+        }
+        response.responses.push(r);
+    }
+    response
+}
+
+/// Handles IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT).
+pub async fn handle_incremental_alter_configs(
+    broker: &Arc<Broker>,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut response = IncrementalAlterConfigsResponse::default();
+    for resource in request.resources {
+        let mut r = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        r.resource_type = resource.resource_type;
+        r.resource_name = resource.resource_name.clone();
+        let mut changes = Vec::new();
+        let mut bad = None;
+        for c in &resource.configs {
+            let value = c.value.as_ref().map(|v| v.to_string());
+            let change = match (c.config_operation, value) {
+                (0, Some(v)) => Change::Set(v),
+                (1, _) => Change::Delete,
+                (2, Some(v)) => Change::Append(v),
+                (3, Some(v)) => Change::Subtract(v),
+                (0 | 2 | 3, None) => {
+                    bad = Some(refuse(
+                        ResponseError::InvalidRequest,
+                        format!("Null value not supported for : {}", c.name),
+                    ));
+                    break;
+                }
+                (op, _) => {
+                    bad = Some(refuse(
+                        ResponseError::InvalidRequest,
+                        format!("Unknown config operation {op}"),
+                    ));
+                    break;
+                }
+            };
+            changes.push((c.name.to_string(), change));
+        }
+        let outcome = match bad {
+            Some(b) => Err(b),
+            None => {
+                alter_resource(
+                    broker,
+                    resource.resource_type,
+                    resource.resource_name.to_string(),
+                    changes,
+                    false,
+                    request.validate_only,
+                )
+                .await
+            }
+        };
+        if let Err(e) = outcome {
+            r.error_code = e.code;
+            r.error_message = Some(StrBytes::from_string(e.message));
+        }
+        response.responses.push(r);
+    }
+    response
+}

@@ -1,0 +1,191 @@
+//! Metadata and DescribeCluster: this node is the only broker, the
+//! controller, and the leader and only in-sync replica of every partition.
+
+use {
+    super::admin,
+    crate::{broker::Broker, partition::LEADER_EPOCH, topics::TopicMeta},
+    kafka_protocol::{
+        error::ResponseError,
+        messages::{
+            BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest,
+            MetadataResponse, TopicName,
+            describe_cluster_response::DescribeClusterBroker,
+            metadata_response::{
+                MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+            },
+        },
+        protocol::StrBytes,
+    },
+    std::{collections::BTreeMap, sync::Arc},
+};
+
+/// `authorized_operations` when the client did not ask for them.
+pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+/// Kafka's ACL operation codes a topic supports (no authorizer: all allowed).
+const TOPIC_OPERATIONS: &[i32] = &[3, 4, 5, 6, 7, 8, 10, 11];
+/// Cluster operations (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE).
+const CLUSTER_OPERATIONS: &[i32] = &[5, 7, 8, 9, 10, 11, 12];
+
+fn bits(ops: &[i32]) -> i32 {
+    ops.iter().fold(0, |acc, op| acc | (1 << op))
+}
+
+fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataResponseTopic {
+    let node = BrokerId(broker.config.node_id);
+    let mut entry = MetadataResponseTopic::default();
+    entry.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
+    entry.topic_id = topic.id;
+    entry.topic_authorized_operations = if with_ops {
+        bits(TOPIC_OPERATIONS)
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
+    entry.partitions = (0..topic.partitions)
+        .map(|index| {
+            let mut p = MetadataResponsePartition::default();
+            p.partition_index = index;
+            p.leader_id = node;
+            p.leader_epoch = LEADER_EPOCH.0;
+            p.replica_nodes = vec![node];
+            p.isr_nodes = vec![node];
+            if broker.partitions.get(&topic.name, index).is_none() {
+                p.error_code = ResponseError::LeaderNotAvailable.code();
+                p.leader_id = BrokerId(-1);
+            }
+            p
+        })
+        .collect();
+    entry
+}
+
+fn error_entry(name: Option<String>, id: uuid::Uuid, code: i16) -> MetadataResponseTopic {
+    let mut entry = MetadataResponseTopic::default();
+    entry.name = name.map(|n| TopicName(StrBytes::from_string(n)));
+    entry.topic_id = id;
+    entry.error_code = code;
+    entry.topic_authorized_operations = OPERATIONS_NOT_REQUESTED;
+    entry
+}
+
+/// Handles Metadata.
+pub async fn handle_metadata(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: MetadataRequest,
+) -> MetadataResponse {
+    let (host, port) = broker.advertised();
+    let mut response = MetadataResponse::default();
+    let mut node = MetadataResponseBroker::default();
+    node.node_id = BrokerId(broker.config.node_id);
+    node.host = StrBytes::from_string(host);
+    node.port = port;
+    response.brokers = vec![node];
+    response.cluster_id = Some(StrBytes::from_string(broker.registry.cluster_id()));
+    response.controller_id = BrokerId(broker.config.node_id);
+    response.cluster_authorized_operations = if request.include_cluster_authorized_operations {
+        bits(CLUSTER_OPERATIONS)
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
+    let with_ops = request.include_topic_authorized_operations;
+    // v0: an empty list means all topics; v1+: null means all, empty none.
+    let wanted = match request.topics {
+        None => None,
+        Some(list) if list.is_empty() && version == 0 => None,
+        Some(list) => Some(list),
+    };
+    let Some(wanted) = wanted else {
+        response.topics = broker
+            .registry
+            .topics()
+            .iter()
+            .map(|t| topic_entry(broker, t, with_ops))
+            .collect();
+        return response;
+    };
+    // Auto-creation exists before v4 unconditionally, from v4 on request.
+    let may_create =
+        broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    let mut seen = BTreeMap::new();
+    for topic in wanted {
+        let entry = match topic.name {
+            Some(name) => {
+                let name = name.0.to_string();
+                if seen.insert(name.clone(), ()).is_some() {
+                    continue;
+                }
+                match broker.registry.get(&name) {
+                    Some(meta) => topic_entry(broker, &meta, with_ops),
+                    None if may_create => {
+                        match admin::create_topic(
+                            broker,
+                            &name,
+                            -1,
+                            -1,
+                            &[],
+                            BTreeMap::new(),
+                            false,
+                        )
+                        .await
+                        {
+                            Ok(meta) => {
+                                tracing::info!(topic = %name, "auto-created topic");
+                                topic_entry(broker, &meta, with_ops)
+                            }
+                            Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {
+                                match broker.registry.get(&name) {
+                                    Some(meta) => topic_entry(broker, &meta, with_ops),
+                                    None => error_entry(
+                                        Some(name),
+                                        uuid::Uuid::nil(),
+                                        ResponseError::UnknownTopicOrPartition.code(),
+                                    ),
+                                }
+                            }
+                            Err(e) => error_entry(Some(name), uuid::Uuid::nil(), e.code),
+                        }
+                    }
+                    None => {
+                        let code = if crate::topics::names::validate_topic_name(&name).is_err() {
+                            ResponseError::InvalidTopicException.code()
+                        } else {
+                            ResponseError::UnknownTopicOrPartition.code()
+                        };
+                        error_entry(Some(name), uuid::Uuid::nil(), code)
+                    }
+                }
+            }
+            None => match broker.registry.by_id(topic.topic_id) {
+                Some(meta) => topic_entry(broker, &meta, with_ops),
+                None => error_entry(None, topic.topic_id, ResponseError::UnknownTopicId.code()),
+            },
+        };
+        response.topics.push(entry);
+    }
+    response
+}
+
+/// Handles DescribeCluster.
+#[must_use]
+pub fn handle_describe_cluster(
+    broker: &Broker,
+    request: &DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let (host, port) = broker.advertised();
+    let mut response = DescribeClusterResponse::default();
+    response.cluster_id = StrBytes::from_string(broker.registry.cluster_id());
+    response.controller_id = BrokerId(broker.config.node_id);
+    response.endpoint_type = request.endpoint_type;
+    let mut node = DescribeClusterBroker::default();
+    node.broker_id = BrokerId(broker.config.node_id);
+    node.host = StrBytes::from_string(host);
+    node.port = port;
+    response.brokers = vec![node];
+    response.cluster_authorized_operations = if request.include_cluster_authorized_operations {
+        bits(CLUSTER_OPERATIONS)
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
+    response
+}

@@ -1,0 +1,182 @@
+//! Request handlers, one module per API family, and the dispatcher that
+//! routes a decoded request to its handler and encodes the answer.
+
+pub mod admin;
+pub mod configs;
+pub mod metadata;
+pub mod offsets;
+pub mod produce;
+pub mod producer;
+
+use {
+    crate::{
+        api_versions,
+        broker::Broker,
+        fetch,
+        network::codec::{DecodedRequest, Request, encode_response},
+    },
+    bytes::Bytes,
+    kafka_protocol::{error::ResponseError, messages::ApiKey},
+    std::sync::Arc,
+};
+
+/// What to do after handling a request.
+#[derive(Debug)]
+pub enum Reply {
+    /// Send this frame.
+    Frame(Bytes),
+    /// Send nothing (acks=0 produce).
+    Nothing,
+    /// Close the connection, logging this reason.
+    Close(String),
+}
+
+/// Whether a request changes state and so must be handled before the next
+/// request of the same connection is read (keeps a producer's pipelined
+/// batches in order). Everything else may run concurrently.
+#[must_use]
+pub fn must_run_in_order(request: &Request) -> bool {
+    !matches!(
+        request,
+        Request::Fetch(_)
+            | Request::Metadata(_)
+            | Request::ApiVersions(_)
+            | Request::ApiVersionsUnsupported
+            | Request::ListOffsets(_)
+            | Request::DescribeConfigs(_)
+            | Request::DescribeCluster(_)
+            | Request::DescribeLogDirs(_)
+            | Request::OffsetForLeaderEpoch(_)
+    )
+}
+
+/// Handles one request; returns the encoded answer.
+pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
+    let DecodedRequest {
+        api_key,
+        version,
+        header,
+        body,
+    } = request;
+    let correlation_id = header.correlation_id;
+    let encoded = match body {
+        Request::ApiVersions(_) => {
+            encode_response(api_key, version, correlation_id, &api_versions::response(0))
+        }
+        Request::ApiVersionsUnsupported => encode_response(
+            ApiKey::ApiVersions,
+            0,
+            correlation_id,
+            &api_versions::response(ResponseError::UnsupportedVersion.code()),
+        ),
+        Request::Metadata(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &metadata::handle_metadata(broker, version, r).await,
+        ),
+        Request::Produce(r) => {
+            let acks = r.acks;
+            let outcome = produce::handle_produce(broker, version, r).await;
+            if acks == 0 {
+                return match outcome.failure {
+                    Some(reason) => Reply::Close(format!("acks=0 produce failed: {reason}")),
+                    None => Reply::Nothing,
+                };
+            }
+            encode_response(api_key, version, correlation_id, &outcome.response)
+        }
+        Request::Fetch(r) => {
+            let response = fetch::handle_fetch(broker, version, r).await;
+            let out: usize = response
+                .responses
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .map(|p| p.records.as_ref().map_or(0, Bytes::len))
+                .sum();
+            crate::metrics::bytes_out(out);
+            encode_response(api_key, version, correlation_id, &response)
+        }
+        Request::ListOffsets(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &offsets::handle_list_offsets(broker, version, r).await,
+        ),
+        Request::OffsetForLeaderEpoch(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &offsets::handle_offset_for_leader_epoch(broker, &r),
+        ),
+        Request::CreateTopics(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &admin::handle_create_topics(broker, version, r).await,
+        ),
+        Request::DeleteTopics(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &admin::handle_delete_topics(broker, version, r).await,
+        ),
+        Request::CreatePartitions(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &admin::handle_create_partitions(broker, r).await,
+        ),
+        Request::DeleteRecords(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &admin::handle_delete_records(broker, r).await,
+        ),
+        Request::DescribeLogDirs(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &admin::handle_describe_log_dirs(broker, &r),
+        ),
+        Request::DescribeCluster(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &metadata::handle_describe_cluster(broker, &r),
+        ),
+        Request::DescribeConfigs(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &configs::handle_describe_configs(broker, &r),
+        ),
+        Request::AlterConfigs(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &configs::handle_alter_configs(broker, r).await,
+        ),
+        Request::IncrementalAlterConfigs(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &configs::handle_incremental_alter_configs(broker, r).await,
+        ),
+        Request::InitProducerId(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &producer::handle_init_producer_id(broker, r).await,
+        ),
+    };
+    match encoded {
+        Ok(frame) => Reply::Frame(frame),
+        Err(reason) => Reply::Close(format!(
+            "cannot encode {api_key:?} v{version} response: {reason}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

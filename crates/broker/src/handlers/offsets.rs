@@ -1,0 +1,139 @@
+//! ListOffsets (latest, earliest, max timestamp, by timestamp) and
+//! OffsetForLeaderEpoch (one epoch, 0, for the life of every partition).
+
+use {
+    crate::{broker::Broker, fetch::READ_COMMITTED, partition::LEADER_EPOCH},
+    kafka_protocol::{
+        error::ResponseError,
+        messages::{
+            ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+            OffsetForLeaderEpochResponse,
+            list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse},
+            offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult},
+        },
+    },
+    std::sync::Arc,
+};
+
+/// ListOffsets special timestamps.
+pub const LATEST: i64 = -1;
+/// Earliest offset.
+pub const EARLIEST: i64 = -2;
+/// Offset of the record with the largest timestamp (v7+).
+pub const MAX_TIMESTAMP: i64 = -3;
+/// Earliest offset still on local disk (v8+).
+pub const EARLIEST_LOCAL: i64 = -4;
+/// Latest offset copied to the remote tier (v9+).
+pub const LATEST_TIERED: i64 = -5;
+
+/// Handles ListOffsets.
+pub async fn handle_list_offsets(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let mut response = ListOffsetsResponse::default();
+    let committed = request.isolation_level == READ_COMMITTED;
+    for topic in request.topics {
+        let mut t = ListOffsetsTopicResponse::default();
+        t.name = topic.name.clone();
+        for p in topic.partitions {
+            let mut r = ListOffsetsPartitionResponse::default();
+            r.partition_index = p.partition_index;
+            r.timestamp = -1;
+            r.offset = -1;
+            r.leader_epoch = -1;
+            let Some(partition) = broker.partitions.get(&topic.name.0, p.partition_index) else {
+                r.error_code = ResponseError::UnknownTopicOrPartition.code();
+                t.partitions.push(r);
+                continue;
+            };
+            if p.current_leader_epoch > LEADER_EPOCH.0 {
+                r.error_code = ResponseError::UnknownLeaderEpoch.code();
+                t.partitions.push(r);
+                continue;
+            }
+            let log = Arc::clone(&partition.log);
+            let ts = p.timestamp;
+            let found = tokio::task::spawn_blocking(move || -> Result<(i64, i64, i32), i16> {
+                let epoch = LEADER_EPOCH.0;
+                match ts {
+                    LATEST => Ok((
+                        -1,
+                        if committed {
+                            log.last_stable_offset()
+                        } else {
+                            log.log_end_offset()
+                        },
+                        epoch,
+                    )),
+                    EARLIEST => Ok((-1, log.log_start_offset(), epoch)),
+                    EARLIEST_LOCAL if version >= 8 => Ok((-1, log.log_start_offset(), epoch)),
+                    LATEST_TIERED if version >= 9 => Ok((-1, -1, -1)),
+                    MAX_TIMESTAMP if version >= 7 => match log.max_timestamp_offset() {
+                        Ok(Some(t)) => Ok((t.timestamp, t.offset, t.leader_epoch.0)),
+                        Ok(None) => Ok((-1, -1, -1)),
+                        Err(e) => Err(e.kafka_error_code()),
+                    },
+                    ts if ts < 0 => Err(ResponseError::UnsupportedVersion.code()),
+                    ts => match log.offset_for_timestamp(ts) {
+                        Ok(Some(t)) => Ok((t.timestamp, t.offset, t.leader_epoch.0)),
+                        Ok(None) => Ok((-1, -1, -1)),
+                        Err(e) => Err(e.kafka_error_code()),
+                    },
+                }
+            })
+            .await
+            .unwrap_or(Err(ResponseError::UnknownServerError.code()));
+            match found {
+                Ok((timestamp, offset, epoch)) => {
+                    r.timestamp = timestamp;
+                    r.offset = offset;
+                    // The field exists from v4 on; older versions refuse a non-default.
+                    if version >= 4 {
+                        r.leader_epoch = epoch;
+                    }
+                }
+                Err(code) => r.error_code = code,
+            }
+            t.partitions.push(r);
+        }
+        response.topics.push(t);
+    }
+    response
+}
+
+/// Handles OffsetForLeaderEpoch: epoch 0 ends at the log end; a later epoch
+/// is unknown.
+#[must_use]
+pub fn handle_offset_for_leader_epoch(
+    broker: &Broker,
+    request: &OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let mut response = OffsetForLeaderEpochResponse::default();
+    for topic in &request.topics {
+        let mut t = OffsetForLeaderTopicResult::default();
+        t.topic = topic.topic.clone();
+        for p in &topic.partitions {
+            let mut r = EpochEndOffset::default();
+            r.partition = p.partition;
+            r.leader_epoch = -1;
+            r.end_offset = -1;
+            match broker.partitions.get(&topic.topic.0, p.partition) {
+                None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                Some(_) if p.current_leader_epoch > LEADER_EPOCH.0 => {
+                    r.error_code = ResponseError::UnknownLeaderEpoch.code();
+                }
+                Some(partition) => {
+                    if p.leader_epoch <= LEADER_EPOCH.0 && p.leader_epoch >= 0 {
+                        r.leader_epoch = LEADER_EPOCH.0;
+                        r.end_offset = partition.log.log_end_offset();
+                    }
+                }
+            }
+            t.partitions.push(r);
+        }
+        response.topics.push(t);
+    }
+    response
+}

@@ -1,0 +1,156 @@
+//! Produce: batches are handed to the partition's log exactly as sent; the
+//! log validates them (CRC, sizes, `max.message.bytes`, idempotent
+//! sequences and epochs), assigns offsets and applies LogAppendTime.
+//!
+//! On a single node every acks level means "written to this node's log":
+//! acks=1 and acks=-1 both answer after the append; acks=-1 additionally
+//! honours `min.insync.replicas` against an ISR of one. acks=0 gets no
+//! answer, and a failed acks=0 append closes the connection (Kafka's way of
+//! telling a producer that does not read answers).
+
+use {
+    crate::{broker::Broker, metrics, partition::LEADER_EPOCH},
+    kafka_protocol::{
+        error::ResponseError,
+        messages::{
+            ProduceRequest, ProduceResponse, TopicName,
+            produce_response::{PartitionProduceResponse, TopicProduceResponse},
+        },
+        protocol::StrBytes,
+    },
+    std::sync::Arc,
+};
+
+/// The result of a produce request: the answer, and whether any partition failed.
+#[derive(Debug)]
+pub struct ProduceOutcome {
+    /// The answer (not sent for acks=0).
+    pub response: ProduceResponse,
+    /// The first failure, for the acks=0 close reason.
+    pub failure: Option<String>,
+}
+
+fn partition_error(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
+    let mut r = PartitionProduceResponse::default();
+    r.index = index;
+    r.error_code = code;
+    r.base_offset = -1;
+    r.log_append_time_ms = -1;
+    r.log_start_offset = -1;
+    r.error_message = message.map(StrBytes::from_string);
+    r
+}
+
+/// Handles Produce.
+pub async fn handle_produce(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: ProduceRequest,
+) -> ProduceOutcome {
+    let mut response = ProduceResponse::default();
+    let mut failure = None;
+    let by_id = version >= 13;
+    let transactional = request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|t| !t.0.is_empty());
+    let valid_acks = matches!(request.acks, -1..=1);
+    for topic in request.topic_data {
+        let mut topic_response = TopicProduceResponse::default();
+        topic_response.name = topic.name.clone();
+        topic_response.topic_id = topic.topic_id;
+        let meta = if by_id {
+            broker.registry.by_id(topic.topic_id)
+        } else {
+            broker.registry.get(&topic.name.0)
+        };
+        for data in topic.partition_data {
+            let refuse = |code: ResponseError, message: String| {
+                partition_error(data.index, code.code(), Some(message))
+            };
+            let answer = if !valid_acks {
+                refuse(
+                    ResponseError::InvalidRequiredAcks,
+                    format!("acks must be -1, 0 or 1, got {}", request.acks),
+                )
+            } else if transactional {
+                refuse(
+                    ResponseError::InvalidTxnState,
+                    "transactions are not supported by this broker yet".into(),
+                )
+            } else if let Some(partition) = meta
+                .as_ref()
+                .and_then(|m| broker.partitions.get(&m.name, data.index))
+            {
+                let records = data.records.unwrap_or_default();
+                if records.is_empty() {
+                    refuse(
+                        ResponseError::CorruptMessage,
+                        "produce request carries no record batch".into(),
+                    )
+                } else if request.acks == -1 && partition.extras().min_insync_replicas > 1 {
+                    refuse(
+                        ResponseError::NotEnoughReplicas,
+                        format!(
+                            "The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of {}",
+                            partition.extras().min_insync_replicas
+                        ),
+                    )
+                } else {
+                    let size = records.len();
+                    let log = Arc::clone(&partition.log);
+                    let appended = tokio::task::spawn_blocking(move || {
+                        log.append_as_leader(records, LEADER_EPOCH)
+                    })
+                    .await;
+                    match appended {
+                        Ok(Ok(info)) => {
+                            broker.partitions.notify_append();
+                            metrics::bytes_in(&partition.topic, size);
+                            let mut r = PartitionProduceResponse::default();
+                            r.index = data.index;
+                            r.base_offset = info.first_offset;
+                            r.log_append_time_ms = info.log_append_time.unwrap_or(-1);
+                            r.log_start_offset = info.log_start_offset;
+                            r
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(partition = ?partition, error = %e, "append refused");
+                            partition_error(data.index, e.kafka_error_code(), Some(e.to_string()))
+                        }
+                        Err(e) => partition_error(
+                            data.index,
+                            ResponseError::UnknownServerError.code(),
+                            Some(e.to_string()),
+                        ),
+                    }
+                }
+            } else if meta.is_none() && by_id {
+                refuse(
+                    ResponseError::UnknownTopicId,
+                    "This server does not host this topic ID.".into(),
+                )
+            } else {
+                refuse(
+                    ResponseError::UnknownTopicOrPartition,
+                    "This server does not host this topic-partition.".into(),
+                )
+            };
+            if answer.error_code != 0 && failure.is_none() {
+                failure = Some(format!(
+                    "{}-{}: error {} {}",
+                    topic.name.0,
+                    data.index,
+                    answer.error_code,
+                    answer.error_message.as_deref().unwrap_or("")
+                ));
+            }
+            topic_response.partition_responses.push(answer);
+        }
+        if by_id {
+            topic_response.name = TopicName(StrBytes::new());
+        }
+        response.responses.push(topic_response);
+    }
+    ProduceOutcome { response, failure }
+}

@@ -1,0 +1,441 @@
+//! Every handler at every advertised version, in process: the answer must
+//! encode (a field set that a version cannot carry would close the
+//! connection) and carry the expected values.
+
+use {
+    super::{Reply, handle},
+    crate::{
+        api_versions::SUPPORTED,
+        broker::Broker,
+        config::{BrokerConfig, RawSettings},
+        network::codec::{DecodedRequest, Request},
+    },
+    assert2::check,
+    bytes::{Bytes, BytesMut},
+    kafka_protocol::{
+        messages::*,
+        protocol::{Decodable, StrBytes},
+        records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType},
+    },
+    std::sync::Arc,
+};
+
+fn broker(dir: &std::path::Path) -> Arc<Broker> {
+    let mut raw = RawSettings::default();
+    raw.set("log.dirs", &dir.display().to_string(), "test");
+    raw.set("log.cleaner.enable", "false", "test");
+    Arc::new(Broker::open(BrokerConfig::from_raw(&raw).unwrap()).unwrap())
+}
+
+fn batch(values: &[&str]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i64::try_from(i).unwrap(),
+            sequence: -1,
+            timestamp: 1_000 + i64::try_from(i).unwrap(),
+            key: Some(Bytes::from_static(b"k")),
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+fn request(api: ApiKey, version: i16, body: Request) -> DecodedRequest {
+    let mut header = RequestHeader::default();
+    header.request_api_key = api as i16;
+    header.request_api_version = version;
+    header.correlation_id = 1;
+    DecodedRequest {
+        api_key: api,
+        version,
+        header,
+        body,
+    }
+}
+
+async fn call<R: Decodable>(broker: &Arc<Broker>, api: ApiKey, version: i16, body: Request) -> R {
+    match handle(broker, request(api, version, body)).await {
+        Reply::Frame(frame) => {
+            let mut frame = frame.slice(4..);
+            let header_version = api.response_header_version(version);
+            ResponseHeader::decode(&mut frame, header_version).unwrap();
+            R::decode(&mut frame, version).unwrap()
+        }
+        other => panic!("{api:?} v{version}: {other:?}"),
+    }
+}
+
+fn name(s: &'static str) -> TopicName {
+    TopicName(StrBytes::from_static_str(s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_api_at_every_version_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path());
+    let mut create = CreateTopicsRequest::default();
+    let mut topic = create_topics_request::CreatableTopic::default();
+    topic.name = name("t");
+    topic.num_partitions = 2;
+    topic.replication_factor = -1;
+    create.topics.push(topic);
+    let created: CreateTopicsResponse = call(
+        &broker,
+        ApiKey::CreateTopics,
+        7,
+        Request::CreateTopics(create),
+    )
+    .await;
+    check!(created.topics[0].error_code == 0);
+    let topic_id = broker.registry.get("t").unwrap().id;
+
+    for &(api, min, max) in SUPPORTED {
+        for version in min..=max {
+            match api {
+                ApiKey::Produce => {
+                    let mut r = ProduceRequest::default();
+                    r.acks = 1;
+                    r.timeout_ms = 1000;
+                    let mut t = produce_request::TopicProduceData::default();
+                    if version >= 13 {
+                        t.topic_id = topic_id
+                    } else {
+                        t.name = name("t")
+                    }
+                    let mut p = produce_request::PartitionProduceData::default();
+                    p.records = Some(batch(&["a", "b"]));
+                    t.partition_data.push(p);
+                    r.topic_data.push(t);
+                    let resp: ProduceResponse =
+                        call(&broker, api, version, Request::Produce(r)).await;
+                    check!(
+                        resp.responses[0].partition_responses[0].error_code == 0,
+                        "v{version}"
+                    );
+                }
+                ApiKey::Fetch => {
+                    let mut r = FetchRequest::default();
+                    r.max_bytes = 1 << 20;
+                    r.session_epoch = -1;
+                    let mut t = fetch_request::FetchTopic::default();
+                    if version >= 13 {
+                        t.topic_id = topic_id
+                    } else {
+                        t.topic = name("t")
+                    }
+                    let mut p = fetch_request::FetchPartition::default();
+                    p.partition_max_bytes = 1 << 20;
+                    t.partitions.push(p);
+                    r.topics.push(t);
+                    let resp: FetchResponse = call(&broker, api, version, Request::Fetch(r)).await;
+                    let part = &resp.responses[0].partitions[0];
+                    check!(part.error_code == 0, "v{version}");
+                    check!(
+                        part.records.as_ref().is_some_and(|r| !r.is_empty()),
+                        "v{version}"
+                    );
+                }
+                ApiKey::ListOffsets => {
+                    let mut r = ListOffsetsRequest::default();
+                    let mut t = list_offsets_request::ListOffsetsTopic::default();
+                    t.name = name("t");
+                    let mut p = list_offsets_request::ListOffsetsPartition::default();
+                    p.timestamp = -1;
+                    t.partitions.push(p);
+                    r.topics.push(t);
+                    let resp: ListOffsetsResponse =
+                        call(&broker, api, version, Request::ListOffsets(r)).await;
+                    check!(resp.topics[0].partitions[0].error_code == 0, "v{version}");
+                    check!(resp.topics[0].partitions[0].offset > 0, "v{version}");
+                }
+                ApiKey::Metadata => {
+                    let resp: MetadataResponse = call(
+                        &broker,
+                        api,
+                        version,
+                        Request::Metadata(MetadataRequest::default()),
+                    )
+                    .await;
+                    if version >= 1 {
+                        check!(resp.topics.is_empty(), "v{version}: empty list means none");
+                    } else {
+                        check!(resp.topics.len() == 1);
+                    }
+                    let mut all = MetadataRequest::default();
+                    all.topics = if version == 0 { Some(vec![]) } else { None };
+                    let resp: MetadataResponse =
+                        call(&broker, api, version, Request::Metadata(all)).await;
+                    check!(resp.topics.len() == 1, "v{version}");
+                    check!(resp.topics[0].partitions.len() == 2, "v{version}");
+                }
+                ApiKey::ApiVersions => {
+                    let resp: ApiVersionsResponse = call(
+                        &broker,
+                        api,
+                        version,
+                        Request::ApiVersions(ApiVersionsRequest::default()),
+                    )
+                    .await;
+                    check!(resp.api_keys.len() == SUPPORTED.len());
+                }
+                ApiKey::InitProducerId => {
+                    let mut r = InitProducerIdRequest::default();
+                    r.producer_id = ProducerId(-1);
+                    r.producer_epoch = -1;
+                    let resp: InitProducerIdResponse =
+                        call(&broker, api, version, Request::InitProducerId(r)).await;
+                    check!(resp.error_code == 0);
+                    check!(resp.producer_id.0 >= 0);
+                }
+                ApiKey::OffsetForLeaderEpoch => {
+                    let mut r = OffsetForLeaderEpochRequest::default();
+                    let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+                    t.topic = name("t");
+                    let mut p =
+                        offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+                    p.leader_epoch = 0;
+                    p.current_leader_epoch = -1;
+                    t.partitions.push(p);
+                    r.topics.push(t);
+                    let resp: OffsetForLeaderEpochResponse =
+                        call(&broker, api, version, Request::OffsetForLeaderEpoch(r)).await;
+                    check!(resp.topics[0].partitions[0].end_offset > 0);
+                }
+                ApiKey::DescribeConfigs => {
+                    let mut r = DescribeConfigsRequest::default();
+                    let mut res = describe_configs_request::DescribeConfigsResource::default();
+                    res.resource_type = 2;
+                    res.resource_name = StrBytes::from_static_str("t");
+                    r.resources.push(res);
+                    let mut b = describe_configs_request::DescribeConfigsResource::default();
+                    b.resource_type = 4;
+                    b.resource_name = StrBytes::from_static_str("1");
+                    r.resources.push(b);
+                    r.include_synonyms = true;
+                    let resp: DescribeConfigsResponse =
+                        call(&broker, api, version, Request::DescribeConfigs(r)).await;
+                    check!(resp.results.iter().all(|r| r.error_code == 0));
+                    check!(
+                        resp.results[0]
+                            .configs
+                            .iter()
+                            .any(|c| c.name.as_str() == "retention.ms")
+                    );
+                }
+                ApiKey::DescribeLogDirs => {
+                    let resp: DescribeLogDirsResponse = call(
+                        &broker,
+                        api,
+                        version,
+                        Request::DescribeLogDirs(DescribeLogDirsRequest::default()),
+                    )
+                    .await;
+                    check!(resp.results[0].topics.len() == 1);
+                }
+                ApiKey::DescribeCluster => {
+                    let resp: DescribeClusterResponse = call(
+                        &broker,
+                        api,
+                        version,
+                        Request::DescribeCluster(DescribeClusterRequest::default()),
+                    )
+                    .await;
+                    check!(resp.brokers.len() == 1);
+                }
+                ApiKey::CreateTopics => {
+                    let mut r = CreateTopicsRequest::default();
+                    let mut t = create_topics_request::CreatableTopic::default();
+                    t.name = TopicName(StrBytes::from_string(format!("c{version}")));
+                    t.num_partitions = 1;
+                    t.replication_factor = 1;
+                    r.topics.push(t);
+                    let resp: CreateTopicsResponse =
+                        call(&broker, api, version, Request::CreateTopics(r)).await;
+                    check!(resp.topics[0].error_code == 0, "v{version}");
+                }
+                ApiKey::CreatePartitions => {
+                    let mut r = CreatePartitionsRequest::default();
+                    let mut t = create_partitions_request::CreatePartitionsTopic::default();
+                    t.name = TopicName(StrBytes::from_string(format!("c{}", 2 + version)));
+                    t.count = 2;
+                    r.topics.push(t);
+                    let resp: CreatePartitionsResponse =
+                        call(&broker, api, version, Request::CreatePartitions(r)).await;
+                    check!(resp.results[0].error_code == 0, "v{version}");
+                }
+                ApiKey::DeleteRecords => {
+                    let mut r = DeleteRecordsRequest::default();
+                    let mut t = delete_records_request::DeleteRecordsTopic::default();
+                    t.name = name("t");
+                    let mut p = delete_records_request::DeleteRecordsPartition::default();
+                    p.partition_index = 1;
+                    p.offset = 0;
+                    t.partitions.push(p);
+                    r.topics.push(t);
+                    let resp: DeleteRecordsResponse =
+                        call(&broker, api, version, Request::DeleteRecords(r)).await;
+                    check!(resp.topics[0].partitions[0].error_code == 0);
+                }
+                ApiKey::AlterConfigs => {
+                    let mut r = AlterConfigsRequest::default();
+                    let mut res = alter_configs_request::AlterConfigsResource::default();
+                    res.resource_type = 2;
+                    res.resource_name = StrBytes::from_static_str("t");
+                    let mut c = alter_configs_request::AlterableConfig::default();
+                    c.name = StrBytes::from_static_str("retention.ms");
+                    c.value = Some(StrBytes::from_static_str("86400000"));
+                    res.configs.push(c);
+                    r.resources.push(res);
+                    let resp: AlterConfigsResponse =
+                        call(&broker, api, version, Request::AlterConfigs(r)).await;
+                    check!(resp.responses[0].error_code == 0);
+                }
+                ApiKey::IncrementalAlterConfigs => {
+                    let mut r = IncrementalAlterConfigsRequest::default();
+                    let mut res =
+                        incremental_alter_configs_request::AlterConfigsResource::default();
+                    res.resource_type = 2;
+                    res.resource_name = StrBytes::from_static_str("t");
+                    let mut c = incremental_alter_configs_request::AlterableConfig::default();
+                    c.name = StrBytes::from_static_str("cleanup.policy");
+                    c.config_operation = 2;
+                    c.value = Some(StrBytes::from_static_str("compact"));
+                    res.configs.push(c);
+                    r.resources.push(res);
+                    let resp: IncrementalAlterConfigsResponse =
+                        call(&broker, api, version, Request::IncrementalAlterConfigs(r)).await;
+                    check!(resp.responses[0].error_code == 0);
+                    let meta = broker.registry.get("t").unwrap();
+                    check!(
+                        meta.configs.get("cleanup.policy").map(String::as_str) == Some("compact")
+                    );
+                }
+                ApiKey::DeleteTopics => {
+                    let mut r = DeleteTopicsRequest::default();
+                    let target = TopicName(StrBytes::from_string(format!("c{version}")));
+                    if version >= 6 {
+                        let mut s = delete_topics_request::DeleteTopicState::default();
+                        s.name = Some(target);
+                        r.topics.push(s);
+                    } else {
+                        r.topic_names.push(target);
+                    }
+                    let resp: DeleteTopicsResponse =
+                        call(&broker, api, version, Request::DeleteTopics(r)).await;
+                    check!(resp.responses[0].error_code == 0, "v{version}");
+                }
+                other => panic!("untested API {other:?}"),
+            }
+        }
+    }
+    broker.partitions.close_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_fetch_sessions_answer_only_news() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path());
+    crate::handlers::admin::create_topic(&broker, "s", 2, -1, &[], Default::default(), false)
+        .await
+        .unwrap();
+    let fetch = |epoch: i32, session: i32, partitions: &[(i32, i64)]| {
+        let mut r = FetchRequest::default();
+        r.max_bytes = 1 << 20;
+        r.session_id = session;
+        r.session_epoch = epoch;
+        let mut t = fetch_request::FetchTopic::default();
+        t.topic = name("s");
+        for &(p, offset) in partitions {
+            let mut fp = fetch_request::FetchPartition::default();
+            fp.partition = p;
+            fp.fetch_offset = offset;
+            fp.partition_max_bytes = 1 << 20;
+            t.partitions.push(fp);
+        }
+        if !partitions.is_empty() {
+            r.topics.push(t);
+        }
+        Request::Fetch(r)
+    };
+    let full: FetchResponse =
+        call(&broker, ApiKey::Fetch, 12, fetch(0, 0, &[(0, 0), (1, 0)])).await;
+    check!(full.session_id > 0);
+    check!(full.responses[0].partitions.len() == 2);
+    let session = full.session_id;
+    let quiet: FetchResponse = call(&broker, ApiKey::Fetch, 12, fetch(1, session, &[])).await;
+    check!(quiet.error_code == 0);
+    check!(quiet.responses.is_empty());
+    let partition = broker.partitions.get("s", 1).unwrap();
+    partition
+        .log
+        .append_as_leader(batch(&["x"]), crate::partition::LEADER_EPOCH)
+        .unwrap();
+    let news: FetchResponse = call(&broker, ApiKey::Fetch, 12, fetch(2, session, &[])).await;
+    check!(news.responses[0].partitions.len() == 1);
+    check!(news.responses[0].partitions[0].partition_index == 1);
+    let stale: FetchResponse = call(&broker, ApiKey::Fetch, 12, fetch(2, session, &[])).await;
+    check!(stale.error_code == 71);
+    let unknown: FetchResponse =
+        call(&broker, ApiKey::Fetch, 12, fetch(1, session + 100, &[])).await;
+    check!(unknown.error_code == 70);
+    broker.partitions.close_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_is_woken_by_an_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path());
+    crate::handlers::admin::create_topic(&broker, "w", 1, -1, &[], Default::default(), false)
+        .await
+        .unwrap();
+    let mut r = FetchRequest::default();
+    r.max_bytes = 1 << 20;
+    r.min_bytes = 1;
+    r.max_wait_ms = 30_000;
+    r.session_epoch = -1;
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = name("w");
+    let mut fp = fetch_request::FetchPartition::default();
+    fp.partition_max_bytes = 1 << 20;
+    t.partitions.push(fp);
+    r.topics.push(t);
+    let waiting = {
+        let broker = Arc::clone(&broker);
+        tokio::spawn(async move { crate::fetch::handle_fetch(&broker, 12, r).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    check!(!waiting.is_finished());
+    let partition = broker.partitions.get("w", 0).unwrap();
+    partition
+        .log
+        .append_as_leader(batch(&["wake"]), crate::partition::LEADER_EPOCH)
+        .unwrap();
+    broker.partitions.notify_append();
+    let resp = waiting.await.unwrap();
+    check!(
+        resp.responses[0].partitions[0]
+            .records
+            .as_ref()
+            .is_some_and(|r| !r.is_empty())
+    );
+    broker.partitions.close_all();
+}

@@ -1,0 +1,318 @@
+//! Request decoding and response encoding on top of `kafka-protocol`.
+//!
+//! [`decode_request`] turns one frame (without its size prefix) into a typed
+//! [`Request`]. It never panics on any input: the fixed header fields are
+//! length-checked before `kafka-protocol` sees the bytes, only implemented
+//! (API, version) pairs are decoded, and any leftover or missing byte is an
+//! error that closes the connection.
+
+use {
+    crate::api_versions,
+    bytes::{Buf, Bytes, BytesMut},
+    kafka_protocol::{
+        messages::{
+            AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest,
+            CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+            DescribeConfigsRequest, DescribeLogDirsRequest, FetchRequest,
+            IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest,
+            MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
+            ResponseHeader,
+        },
+        protocol::{Decodable, Encodable, HeaderVersion},
+    },
+};
+
+/// A decoded request of an implemented API.
+#[derive(Debug, Clone)]
+#[allow(missing_docs)]
+pub enum Request {
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+    ListOffsets(ListOffsetsRequest),
+    Metadata(MetadataRequest),
+    ApiVersions(ApiVersionsRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    DeleteRecords(DeleteRecordsRequest),
+    InitProducerId(InitProducerIdRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    AlterConfigs(AlterConfigsRequest),
+    DescribeLogDirs(DescribeLogDirsRequest),
+    CreatePartitions(CreatePartitionsRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    DescribeCluster(DescribeClusterRequest),
+    /// An `ApiVersions` request of a version this broker does not know: it
+    /// is answered in the v0 format with UNSUPPORTED_VERSION, as Kafka does,
+    /// so the client can pick a version it shares.
+    ApiVersionsUnsupported,
+}
+
+/// One decoded frame.
+#[derive(Debug, Clone)]
+pub struct DecodedRequest {
+    /// The API.
+    pub api_key: ApiKey,
+    /// The request (and response) version.
+    pub version: i16,
+    /// The request header.
+    pub header: RequestHeader,
+    /// The body.
+    pub body: Request,
+}
+
+/// Why a frame could not be decoded; the connection is closed with this as
+/// the logged reason.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Shorter than the fixed header fields.
+    #[error("frame of {0} bytes is too short for a request header")]
+    Truncated(usize),
+    /// API key not known to Kafka at all.
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    /// A Kafka API this broker does not implement, or a version outside the range.
+    #[error("unsupported {api:?} version {version}")]
+    UnsupportedVersion {
+        /// The API.
+        api: ApiKey,
+        /// The version asked for.
+        version: i16,
+    },
+    /// The header or body does not parse.
+    #[error("malformed {api:?} v{version} request: {reason}")]
+    Malformed {
+        /// The API.
+        api: ApiKey,
+        /// The version.
+        version: i16,
+        /// The decoder's message.
+        reason: String,
+    },
+}
+
+/// The correlation id of a frame, if it is long enough to have one (used to
+/// log which request was refused).
+#[must_use]
+pub fn peek_correlation_id(frame: &[u8]) -> Option<i32> {
+    let bytes: [u8; 4] = frame.get(4..8)?.try_into().ok()?;
+    Some(i32::from_be_bytes(bytes))
+}
+
+/// Decodes one request frame.
+///
+/// # Errors
+///
+/// A [`DecodeError`] for any frame that is not a well-formed request of an
+/// implemented (API, version).
+pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
+    if frame.len() < 8 {
+        return Err(DecodeError::Truncated(frame.len()));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api_key = ApiKey::try_from(raw_key).map_err(|()| DecodeError::UnknownApi(raw_key))?;
+    let malformed = |reason: String| DecodeError::Malformed {
+        api: api_key,
+        version,
+        reason,
+    };
+    if !api_versions::is_supported(api_key, version) {
+        if api_key == ApiKey::ApiVersions && version > 0 {
+            // Newer than we know: the header may have a shape we cannot
+            // parse, so take only the fixed fields.
+            let mut header = RequestHeader::default();
+            header.request_api_key = raw_key;
+            header.request_api_version = version;
+            header.correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+            return Ok(DecodedRequest {
+                api_key,
+                version,
+                header,
+                body: Request::ApiVersionsUnsupported,
+            });
+        }
+        return Err(DecodeError::UnsupportedVersion {
+            api: api_key,
+            version,
+        });
+    }
+    let header_version = api_key.request_header_version(version);
+    let header = RequestHeader::decode(&mut frame, header_version)
+        .map_err(|e| malformed(format!("header: {e}")))?;
+    let body = decode_body(api_key, &mut frame, version).map_err(|e| malformed(e.0))?;
+    if frame.has_remaining() {
+        // Kafka ignores bytes after the last field it knows (a newer
+        // client's tagged data); do the same.
+        tracing::debug!(api = ?api_key, version, trailing = frame.remaining(), bytes = ?&frame[..frame.remaining().min(16)], "ignoring trailing request bytes");
+    }
+    Ok(DecodedRequest {
+        api_key,
+        version,
+        header,
+        body,
+    })
+}
+
+fn decode_body(api: ApiKey, buf: &mut Bytes, version: i16) -> anyhow_like::Result<Request> {
+    Ok(match api {
+        ApiKey::Produce => Request::Produce(ProduceRequest::decode(buf, version)?),
+        ApiKey::Fetch => Request::Fetch(FetchRequest::decode(buf, version)?),
+        ApiKey::ListOffsets => Request::ListOffsets(ListOffsetsRequest::decode(buf, version)?),
+        ApiKey::Metadata => Request::Metadata(MetadataRequest::decode(buf, version)?),
+        ApiKey::ApiVersions => Request::ApiVersions(ApiVersionsRequest::decode(buf, version)?),
+        ApiKey::CreateTopics => Request::CreateTopics(CreateTopicsRequest::decode(buf, version)?),
+        ApiKey::DeleteTopics => Request::DeleteTopics(DeleteTopicsRequest::decode(buf, version)?),
+        ApiKey::DeleteRecords => {
+            Request::DeleteRecords(DeleteRecordsRequest::decode(buf, version)?)
+        }
+        ApiKey::InitProducerId => {
+            Request::InitProducerId(InitProducerIdRequest::decode(buf, version)?)
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            Request::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeConfigs => {
+            Request::DescribeConfigs(DescribeConfigsRequest::decode(buf, version)?)
+        }
+        ApiKey::AlterConfigs => Request::AlterConfigs(AlterConfigsRequest::decode(buf, version)?),
+        ApiKey::DescribeLogDirs => {
+            Request::DescribeLogDirs(DescribeLogDirsRequest::decode(buf, version)?)
+        }
+        ApiKey::CreatePartitions => {
+            Request::CreatePartitions(CreatePartitionsRequest::decode(buf, version)?)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            Request::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeCluster => {
+            Request::DescribeCluster(DescribeClusterRequest::decode(buf, version)?)
+        }
+        other => {
+            return Err(anyhow_like::Error(format!("{other:?} is not implemented")));
+        }
+    })
+}
+
+/// `kafka-protocol` reports errors as `anyhow::Error`; this keeps only the
+/// message so the broker does not depend on `anyhow` itself.
+mod anyhow_like {
+    pub struct Error(pub String);
+    pub type Result<T> = std::result::Result<T, Error>;
+    impl<E: std::fmt::Display> From<E> for Error {
+        fn from(e: E) -> Self {
+            Self(e.to_string())
+        }
+    }
+}
+
+/// Encodes a response frame (size prefix, header, body) for `api` `version`.
+///
+/// # Errors
+///
+/// The encoder's message if the body cannot be written in that version
+/// (a field set that the version cannot carry).
+pub fn encode_response<R: Encodable + HeaderVersion>(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Result<Bytes, String> {
+    let mut header = ResponseHeader::default();
+    header.correlation_id = correlation_id;
+    let header_version = api_key.response_header_version(version);
+    let mut buf = BytesMut::with_capacity(64);
+    buf.extend_from_slice(&[0; 4]);
+    header
+        .encode(&mut buf, header_version)
+        .map_err(|e| e.to_string())?;
+    body.encode(&mut buf, version).map_err(|e| e.to_string())?;
+    let size = i32::try_from(buf.len() - 4).map_err(|_| "response too large".to_owned())?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        assert2::check,
+        kafka_protocol::protocol::{StrBytes, encode_request_header_into_buffer},
+        proptest::prelude::*,
+    };
+
+    fn frame<R: Encodable>(key: ApiKey, version: i16, body: &R) -> Bytes {
+        let mut header = RequestHeader::default();
+        header.request_api_key = key as i16;
+        header.request_api_version = version;
+        header.correlation_id = 7;
+        header.client_id = Some(StrBytes::from_static_str("test"));
+        let mut buf = BytesMut::new();
+        encode_request_header_into_buffer(&mut buf, &header).unwrap();
+        body.encode(&mut buf, version).unwrap();
+        buf.freeze()
+    }
+
+    #[test]
+    fn decodes_a_metadata_request() {
+        let bytes = frame(ApiKey::Metadata, 12, &MetadataRequest::default());
+        let decoded = decode_request(bytes).unwrap();
+        check!(decoded.header.correlation_id == 7);
+        check!(matches!(decoded.body, Request::Metadata(_)));
+    }
+
+    #[test]
+    fn newer_api_versions_gets_the_fallback() {
+        let mut bytes =
+            BytesMut::from(&frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())[..]);
+        bytes[3] = 9;
+        let decoded = decode_request(bytes.freeze()).unwrap();
+        check!(matches!(decoded.body, Request::ApiVersionsUnsupported));
+        check!(decoded.header.correlation_id == 7);
+    }
+
+    #[test]
+    fn refuses_bad_frames() {
+        check!(decode_request(Bytes::from_static(&[0, 3])) == Err(DecodeError::Truncated(2)));
+        check!(matches!(
+            decode_request(Bytes::from_static(&[0x7f, 0, 0, 0, 0, 0, 0, 1])),
+            Err(DecodeError::UnknownApi(_))
+        ));
+        check!(matches!(
+            decode_request(Bytes::from_static(&[0, 11, 0, 0, 0, 0, 0, 1])),
+            Err(DecodeError::UnsupportedVersion { .. })
+        ));
+        let full = frame(ApiKey::Metadata, 12, &MetadataRequest::default());
+        check!(matches!(
+            decode_request(full.slice(..full.len() - 1)),
+            Err(DecodeError::Malformed { .. })
+        ));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode_request(Bytes::from(bytes));
+        }
+
+        #[test]
+        fn arbitrary_bodies_of_every_supported_api_never_panic(
+            index in 0..api_versions::SUPPORTED.len(),
+            version_pick in any::<u16>(),
+            body in proptest::collection::vec(any::<u8>(), 0..256),
+        ) {
+            let (key, min, max) = api_versions::SUPPORTED[index];
+            let span = u16::try_from(max - min + 1).unwrap();
+            let version = min + i16::try_from(version_pick % span).unwrap();
+            let mut header = RequestHeader::default();
+            header.request_api_key = key as i16;
+            header.request_api_version = version;
+            let mut buf = BytesMut::new();
+            encode_request_header_into_buffer(&mut buf, &header).unwrap();
+            buf.extend_from_slice(&body);
+            let _ = decode_request(buf.freeze());
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The network layer: one tokio task per connection reading size-prefixed
+//! frames, and one writer task per connection sending answers in request
+//! order.
+//!
+//! Clients pipeline requests and match answers by order, so every request
+//! gets a slot in a FIFO queue when it is read; the writer waits for each
+//! slot in turn. State-changing requests (produce, admin) are handled before
+//! the next frame is read, so a producer's pipelined batches reach the log
+//! in the order sent; read-only requests (fetch, metadata, ...) run
+//! concurrently. A frame over `socket.request.max.bytes`, a truncated frame,
+//! or one that does not decode closes that connection with a logged reason;
+//! other connections are not affected.
+
+pub mod codec;
+
+use {
+    crate::{
+        broker::Broker,
+        handlers::{self, Reply},
+        metrics,
+    },
+    bytes::{Bytes, BytesMut},
+    std::{net::SocketAddr, sync::Arc, time::Instant},
+    tokio::{
+        io::{AsyncReadExt, AsyncWriteExt, BufWriter},
+        net::{TcpListener, TcpStream, tcp::OwnedReadHalf},
+        sync::{mpsc, oneshot, watch},
+        task::JoinSet,
+    },
+};
+
+/// Most requests of one connection waiting for their answer at once.
+const MAX_IN_FLIGHT: usize = 100;
+
+/// Accepts connections until `shutdown` becomes true, then waits for every
+/// connection to answer what it has read.
+pub async fn serve(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let broker = Arc::clone(&broker);
+                    let shutdown = shutdown.clone();
+                    connections.spawn(async move {
+                        tracing::debug!(%peer, "connection opened");
+                        connection(broker, stream, peer, shutdown).await;
+                        tracing::debug!(%peer, "connection closed");
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Why reading a frame stopped.
+enum ReadEnd {
+    /// The peer closed the connection between frames.
+    Eof,
+    /// The connection must be closed for this reason.
+    Close(String),
+}
+
+async fn read_frame(reader: &mut OwnedReadHalf, max: usize) -> Result<Bytes, ReadEnd> {
+    let mut size = [0u8; 4];
+    match reader.read_exact(&mut size).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(ReadEnd::Eof),
+        Err(e) => return Err(ReadEnd::Close(format!("read failed: {e}"))),
+    }
+    let size = i32::from_be_bytes(size);
+    let Ok(size) = usize::try_from(size) else {
+        return Err(ReadEnd::Close(format!("negative frame size {size}")));
+    };
+    if size > max {
+        return Err(ReadEnd::Close(format!(
+            "request of {size} bytes exceeds socket.request.max.bytes ({max})"
+        )));
+    }
+    // Grow the buffer as bytes arrive rather than trusting the size prefix
+    // with one large allocation.
+    let mut buf = BytesMut::with_capacity(size.min(1 << 20));
+    while buf.len() < size {
+        if buf.capacity() == buf.len() {
+            buf.reserve((size - buf.len()).min(1 << 20));
+        }
+        let want = size - buf.len();
+        let mut limited = (&mut *reader).take(u64::try_from(want).unwrap_or(u64::MAX));
+        match limited.read_buf(&mut buf).await {
+            Ok(0) => {
+                return Err(ReadEnd::Close(format!(
+                    "truncated frame: connection closed after {} of {size} bytes",
+                    buf.len()
+                )));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(ReadEnd::Close(format!("read failed: {e}"))),
+        }
+    }
+    Ok(buf.freeze())
+}
+
+async fn connection(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (mut reader, writer) = stream.into_split();
+    let (slots, mut queue) = mpsc::channel::<oneshot::Receiver<Reply>>(MAX_IN_FLIGHT);
+    // Dropped when the writer stops, so the reader stops too.
+    let (writer_alive, mut writer_gone) = oneshot::channel::<()>();
+    let writer_task = tokio::spawn(async move {
+        let _alive = writer_alive;
+        let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+        while let Some(slot) = queue.recv().await {
+            match slot.await {
+                Ok(Reply::Frame(frame)) => {
+                    if let Err(e) = writer.write_all(&frame).await {
+                        tracing::debug!(%peer, error = %e, "write failed");
+                        return;
+                    }
+                }
+                Ok(Reply::Nothing) => {}
+                Ok(Reply::Close(reason)) => {
+                    tracing::warn!(%peer, %reason, "closing connection");
+                    let _ = writer.flush().await;
+                    return;
+                }
+                Err(_) => return,
+            }
+            if queue.is_empty() && writer.flush().await.is_err() {
+                return;
+            }
+        }
+        let _ = writer.flush().await;
+    });
+    let max = broker.config.socket_request_max_bytes;
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let frame = tokio::select! {
+            frame = read_frame(&mut reader, max) => frame,
+            _ = shutdown.changed() => break,
+            _ = &mut writer_gone => break,
+        };
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(ReadEnd::Eof) => break,
+            Err(ReadEnd::Close(reason)) => {
+                tracing::warn!(%peer, %reason, "closing connection");
+                break;
+            }
+        };
+        let received = Instant::now();
+        metrics::request_bytes(frame.len());
+        let correlation = codec::peek_correlation_id(&frame);
+        let request = match codec::decode_request(frame) {
+            Ok(request) => request,
+            Err(e) => {
+                tracing::warn!(%peer, correlation_id = ?correlation, reason = %e, "closing connection: undecodable request");
+                metrics::decode_error();
+                break;
+            }
+        };
+        let (done, slot) = oneshot::channel();
+        if slots.send(slot).await.is_err() {
+            break;
+        }
+        let api = request.api_key;
+        let in_order = handlers::must_run_in_order(&request.body);
+        let broker = Arc::clone(&broker);
+        let work = async move {
+            let reply = handlers::handle(&broker, request).await;
+            metrics::request_done(api, received.elapsed(), matches!(reply, Reply::Close(_)));
+            let _ = done.send(reply);
+        };
+        if in_order {
+            work.await;
+        } else {
+            tokio::spawn(work);
+        }
+    }
+    // Let the writer send every answer for requests already read.
+    drop(slots);
+    let _ = writer_task.await;
+}

@@ -1,0 +1,253 @@
+//! The partition manager: every partition this node leads, each owning its
+//! `krabka_log::Log`.
+//!
+//! On a single node the leader is the only replica, so the high watermark is
+//! the log end offset and the ISR is this node. All log calls run on
+//! tokio's blocking pool so the async workers never wait for the disk; the
+//! log itself serializes appends per partition and lets reads proceed beside
+//! them. Every append bumps a watch channel that long-polling fetches wait on.
+
+use {
+    crate::{error::BrokerError, topics::config::BrokerSideConfig},
+    krabka_ids::LeaderEpoch,
+    krabka_log::{Clock, Log, LogCleaner, LogConfig, SystemClock},
+    std::{
+        collections::HashMap,
+        path::{Path, PathBuf},
+        sync::{Arc, RwLock},
+    },
+    tokio::sync::watch,
+    uuid::Uuid,
+};
+
+/// The leader epoch of every partition: one node, never a leader change.
+pub const LEADER_EPOCH: LeaderEpoch = LeaderEpoch(0);
+
+/// One partition this node leads.
+pub struct Partition {
+    /// Topic name.
+    pub topic: String,
+    /// Topic id.
+    pub topic_id: Uuid,
+    /// Partition index.
+    pub index: i32,
+    /// The partition's log.
+    pub log: Arc<Log>,
+    extras: RwLock<BrokerSideConfig>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.index)
+    }
+}
+
+impl Partition {
+    /// The high watermark: the log end offset on a single node.
+    #[must_use]
+    pub fn high_watermark(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+
+    /// Broker-side settings (e.g. `min.insync.replicas`).
+    #[must_use]
+    pub fn extras(&self) -> BrokerSideConfig {
+        *self
+            .extras
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The partition directory name Kafka uses: `<topic>-<partition>`.
+#[must_use]
+pub fn partition_dir(log_dir: &Path, topic: &str, index: i32) -> PathBuf {
+    log_dir.join(format!("{topic}-{index}"))
+}
+
+/// All partitions of this node.
+pub struct PartitionManager {
+    log_dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+    appended: watch::Sender<u64>,
+    cleaner: Option<LogCleaner>,
+}
+
+impl std::fmt::Debug for PartitionManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionManager")
+            .field("log_dir", &self.log_dir)
+            .finish()
+    }
+}
+
+impl PartitionManager {
+    /// An empty manager for partitions under `log_dir`; logs are registered
+    /// with `cleaner` (compaction) if there is one.
+    #[must_use]
+    pub fn new(log_dir: PathBuf, cleaner: Option<LogCleaner>) -> Self {
+        Self {
+            log_dir,
+            clock: Arc::new(SystemClock),
+            partitions: RwLock::new(HashMap::new()),
+            appended: watch::channel(0).0,
+            cleaner,
+        }
+    }
+
+    fn read_map(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(String, i32), Arc<Partition>>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<(String, i32), Arc<Partition>>> {
+        self.partitions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Opens (recovering) or creates partitions `from..to` of a topic. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Log`] if a log cannot be opened.
+    pub fn open_partitions(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        range: std::ops::Range<i32>,
+        config: &LogConfig,
+        extras: BrokerSideConfig,
+    ) -> Result<(), BrokerError> {
+        for index in range {
+            let dir = partition_dir(&self.log_dir, topic, index);
+            let log = Log::open(&dir, topic_id, config.clone(), Arc::clone(&self.clock)).map_err(
+                |source| BrokerError::Log {
+                    dir: dir.clone(),
+                    source,
+                },
+            )?;
+            let log = Arc::new(log);
+            if let Some(cleaner) = &self.cleaner {
+                cleaner.register(&log);
+            }
+            let partition = Arc::new(Partition {
+                topic: topic.to_owned(),
+                topic_id,
+                index,
+                log,
+                extras: RwLock::new(extras),
+            });
+            self.write_map()
+                .insert((topic.to_owned(), index), partition);
+        }
+        Ok(())
+    }
+
+    /// One partition, if this node has it.
+    #[must_use]
+    pub fn get(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        self.read_map().get(&(topic.to_owned(), index)).cloned()
+    }
+
+    /// Every partition, in no particular order.
+    #[must_use]
+    pub fn all(&self) -> Vec<Arc<Partition>> {
+        self.read_map().values().cloned().collect()
+    }
+
+    /// Applies a new configuration to every partition of a topic.
+    pub fn update_config(&self, topic: &str, config: &LogConfig, extras: BrokerSideConfig) {
+        for partition in self.read_map().values().filter(|p| p.topic == topic) {
+            partition.log.update_config(config.clone());
+            *partition
+                .extras
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = extras;
+        }
+    }
+
+    /// Removes every partition of a topic and deletes its data. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Log`] / [`BrokerError::Io`] if the data cannot be removed.
+    pub fn delete_topic(&self, topic: &str) -> Result<(), BrokerError> {
+        let removed: Vec<Arc<Partition>> = {
+            let mut map = self.write_map();
+            let keys: Vec<_> = map.keys().filter(|(t, _)| t == topic).cloned().collect();
+            keys.iter().filter_map(|k| map.remove(k)).collect()
+        };
+        for partition in removed {
+            let dir = partition.log.dir().to_owned();
+            let mut log = Arc::clone(&partition.log);
+            drop(partition);
+            if let Some(cleaner) = &self.cleaner {
+                cleaner.unregister(&log);
+            }
+            // A fetch still reading holds a clone of the log for a moment;
+            // wait for it so the log deletes itself, else close and remove.
+            let mut attempts = 0;
+            loop {
+                match Arc::try_unwrap(log) {
+                    Ok(owned) => {
+                        owned.delete().map_err(|source| BrokerError::Log {
+                            dir: dir.clone(),
+                            source,
+                        })?;
+                        break;
+                    }
+                    Err(shared) if attempts < 500 => {
+                        log = shared;
+                        attempts += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    Err(shared) => {
+                        if let Err(e) = shared.close() {
+                            tracing::warn!(dir = %dir.display(), error = %e, "closing deleted log");
+                        }
+                        std::fs::remove_dir_all(&dir).map_err(|source| BrokerError::Io {
+                            action: "remove partition directory",
+                            path: dir.clone(),
+                            source,
+                        })?;
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every log cleanly (flush, producer snapshots, clean marker). Blocking.
+    pub fn close_all(&self) {
+        if let Some(cleaner) = &self.cleaner {
+            cleaner.shutdown();
+        }
+        for partition in self.all() {
+            if let Err(e) = partition.log.close() {
+                tracing::error!(partition = ?partition, error = %e, "closing log failed");
+            }
+        }
+    }
+
+    /// Asks the cleaner for a compaction pass now (after a config change).
+    pub fn wake_cleaner(&self) {
+        if let Some(cleaner) = &self.cleaner {
+            cleaner.wake();
+        }
+    }
+
+    /// Wakes long-polling fetches after an append.
+    pub fn notify_append(&self) {
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that changes after every append.
+    #[must_use]
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+}

@@ -1,0 +1,9 @@
+//! Topics: the persisted registry (names, ids, partition counts, config
+//! overrides), Kafka's name rules, and the resolution of effective topic
+//! configs from overrides and broker settings.
+
+pub mod config;
+pub mod names;
+mod registry;
+
+pub use registry::{REGISTRY_FILE, RegistryRefusal, TopicMeta, TopicRegistry};

@@ -1,0 +1,69 @@
+//! Kafka's topic-name rules (`org.apache.kafka.common.internals.Topic`).
+
+/// Kafka's maximum topic name length.
+pub const MAX_NAME_LENGTH: usize = 249;
+
+/// Checks a topic name the way Kafka does.
+///
+/// # Errors
+///
+/// Kafka's reason text when the name is empty, `.` or `..`, longer than 249
+/// characters, or contains a character other than ASCII letters, digits,
+/// `.`, `_` and `-`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".to_owned());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".to_owned());
+    }
+    if name.len() > MAX_NAME_LENGTH {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// Kafka refuses a topic whose name equals an existing one once `.` and `_`
+/// are made the same (they collide in metric names).
+#[must_use]
+pub fn collides(a: &str, b: &str) -> bool {
+    a != b && a.replace('.', "_") == b.replace('.', "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check, proptest::prelude::*};
+
+    #[test]
+    fn kafka_rules() {
+        check!(validate_topic_name("orders.v1_x-2").is_ok());
+        check!(validate_topic_name("").is_err());
+        check!(validate_topic_name(".").is_err());
+        check!(validate_topic_name("..").is_err());
+        check!(validate_topic_name("a b").is_err());
+        check!(validate_topic_name("ä").is_err());
+        check!(validate_topic_name(&"x".repeat(249)).is_ok());
+        check!(validate_topic_name(&"x".repeat(250)).is_err());
+        check!(collides("a.b", "a_b"));
+        check!(!collides("a.b", "a.b"));
+    }
+
+    proptest! {
+        #[test]
+        fn accepted_names_are_safe_directory_names(name in ".{0,260}") {
+            if validate_topic_name(&name).is_ok() {
+                prop_assert!(!name.contains('/') && name != "." && name != "..");
+            }
+        }
+    }
+}
