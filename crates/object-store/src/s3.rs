@@ -1,6 +1,9 @@
 //! [`S3Config`]: Amazon S3 and S3-compatible servers.
 
-use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::{
+    ClientOptions, HeaderMap, HeaderValue,
+    aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, Checksum},
+};
 
 use crate::{
     DEFAULT_MULTIPART_CHUNK_SIZE, DEFAULT_MULTIPART_THRESHOLD, MIN_MULTIPART_CHUNK_SIZE,
@@ -74,6 +77,21 @@ pub struct S3Config {
     /// Retry and backoff on transient errors.
     #[serde(default)]
     pub retry: RetrySettings,
+    /// Send an `x-amz-checksum-sha256` with every upload. S3 requires a
+    /// checksum (or Content-MD5) on every PUT into an Object Lock bucket, and
+    /// it makes the server verify the bytes it stores. On by default.
+    #[serde(default = "default_true")]
+    pub checksum_sha256: bool,
+    /// Also send the `x-amz-sdk-checksum-algorithm: SHA256` header that AWS
+    /// SDKs send, which some S3-compatible test servers (moto) insist on for
+    /// Object Lock buckets. It is added outside the request signature, so
+    /// leave it off against AWS itself.
+    #[serde(default)]
+    pub sdk_checksum_header: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 pub(crate) fn default_threshold() -> u64 {
@@ -98,11 +116,14 @@ impl S3Config {
             multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
             multipart_chunk_size: DEFAULT_MULTIPART_CHUNK_SIZE,
             retry: RetrySettings::default(),
+            checksum_sha256: true,
+            sdk_checksum_header: false,
         }
     }
 
     /// A config for a local S3-compatible test server at `endpoint`
-    /// (path style, plain HTTP allowed, static credentials).
+    /// (path style, plain HTTP allowed, static credentials, the SDK checksum
+    /// header on).
     pub fn local(bucket: impl Into<String>, endpoint: impl Into<String>) -> Self {
         Self {
             endpoint: Some(endpoint.into()),
@@ -114,6 +135,7 @@ impl S3Config {
             }),
             path_style: true,
             allow_http: true,
+            sdk_checksum_header: true,
             ..Self::new(bucket)
         }
     }
@@ -134,6 +156,19 @@ impl S3Config {
             .with_virtual_hosted_style_request(!self.path_style)
             .with_allow_http(self.allow_http)
             .with_retry(self.retry.to_retry_config());
+        if self.checksum_sha256 {
+            builder = builder.with_checksum_algorithm(Checksum::SHA256);
+        }
+        let mut options = ClientOptions::new().with_allow_http(self.allow_http);
+        if self.sdk_checksum_header {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                "x-amz-sdk-checksum-algorithm",
+                HeaderValue::from_static("SHA256"),
+            );
+            options = options.with_default_headers(headers);
+        }
+        builder = builder.with_client_options(options);
         if let Some(region) = &self.region {
             builder = builder.with_region(region);
         }

@@ -103,6 +103,9 @@ struct Args {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Retries of a failed request (with exponential backoff).
+    #[arg(long, default_value_t = 10)]
+    retries: usize,
 }
 
 fn usage_error(message: impl std::fmt::Display) -> ExitCode {
@@ -118,12 +121,14 @@ fn store_config(args: &Args) -> ObjectStoreConfig {
         c.path_style = args.path_style;
         c.allow_http = args.allow_http;
         c.prefix.clone_from(&args.prefix);
+        c.retry.max_retries = args.retries;
         ObjectStoreConfig::S3(c)
     } else {
         let mut c = GcsConfig::new(args.gcs_bucket.clone().unwrap_or_default());
         c.endpoint.clone_from(&args.gcs_endpoint);
         c.allow_http = args.allow_http;
         c.prefix.clone_from(&args.prefix);
+        c.retry.max_retries = args.retries;
         c.credentials = match (&args.gcs_credentials, args.gcs_anonymous) {
             (Some(path), _) => GcsCredentials::ServiceAccountPath(path.clone()),
             (None, true) => GcsCredentials::Anonymous,
