@@ -545,8 +545,17 @@ impl Log {
     /// periodic checkpoint), not on every flush: a stale recovery point only
     /// makes recovery validate more.
     fn flush_locked(&self, inner: &mut Inner, now: i64) -> Result<(), LogError> {
-        for seg in self.segments_from(inner.recovery_point) {
-            seg.flush()?;
+        let segs = self.segments_from(inner.recovery_point);
+        let n = segs.len();
+        for (i, seg) in segs.iter().enumerate() {
+            // The active segment (which holds the recovery point) is always
+            // rebuilt from its data after a crash, so only its data needs
+            // fsync; closed segments get their indexes flushed too.
+            if i + 1 == n {
+                seg.flush_data()?;
+            } else {
+                seg.flush()?;
+            }
         }
         inner.recovery_point = self.log_end_offset();
         inner.unflushed_messages = 0;
@@ -895,7 +904,10 @@ impl Log {
         let mut inner = self.lock_inner()?;
         let now = self.clock.now_ms();
         self.flush_locked(&mut inner, now)?;
-        self.active_segment().trim_indexes()?;
+        let active = self.active_segment();
+        active.trim_indexes()?;
+        // A clean start trusts the active segment's indexes: make them durable.
+        active.flush()?;
         let leo = self.log_end_offset();
         inner.producers.write_snapshot(&self.dir, leo)?;
         checkpoint::write_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;

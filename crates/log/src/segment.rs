@@ -320,6 +320,16 @@ impl Segment {
         self.txn_index.flush()
     }
 
+    /// `fsync`s only the `.log` file. Enough for the active segment: after a
+    /// crash recovery rebuilds its indexes from the data anyway.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error.
+    pub fn flush_data(&self) -> Result<(), LogError> {
+        self.file.sync_data().map_err(LogError::io(&self.log_path))
+    }
+
     /// Reads `len` bytes at `pos` (clamped to the committed size).
     ///
     /// # Errors
