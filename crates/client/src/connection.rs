@@ -391,6 +391,42 @@ fn api_name<R: Request>() -> String {
     ApiKey::try_from(R::KEY).map_or_else(|()| format!("api {}", R::KEY), |k| format!("{k:?}"))
 }
 
+enum FrameError {
+    Io(std::io::Error),
+    Protocol(ClientError),
+}
+
+/// Reads one frame (without its size prefix) through `buf`.
+async fn read_frame(
+    read: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    max_size: usize,
+) -> Result<Bytes, FrameError> {
+    fill(read, buf, SIZE_PREFIX).await?;
+    let mut prefix = [0u8; SIZE_PREFIX];
+    prefix.copy_from_slice(buf.get(..SIZE_PREFIX).unwrap_or(&[0; SIZE_PREFIX]));
+    let size = frame::frame_size(prefix, max_size).map_err(FrameError::Protocol)?;
+    fill(read, buf, SIZE_PREFIX + size).await?;
+    let mut frame = buf.split_to(SIZE_PREFIX + size);
+    let _ = frame.split_to(SIZE_PREFIX);
+    Ok(frame.freeze())
+}
+
+/// Reads until `buf` holds at least `want` bytes.
+async fn fill(read: &mut OwnedReadHalf, buf: &mut BytesMut, want: usize) -> Result<(), FrameError> {
+    if buf.len() < want {
+        // Room for the rest of this frame and a little of the next.
+        buf.reserve(want - buf.len() + 16 * 1024);
+    }
+    while buf.len() < want {
+        let n = read.read_buf(buf).await.map_err(FrameError::Io)?;
+        if n == 0 {
+            return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
+    Ok(())
+}
+
 /// Writes queued frames; gathers whatever is queued into one flush so small
 /// pipelined requests share syscalls.
 async fn write_loop(
@@ -444,35 +480,34 @@ async fn write_loop(
 }
 
 /// Reads response frames and hands each to the oldest pending request.
+///
+/// Reads go into one growing buffer, never zero-filled: small responses
+/// share a read, and a large one is read straight into a buffer reserved
+/// for the whole frame, which becomes the response `Bytes` without a copy.
 async fn read_loop(
     mut read: OwnedReadHalf,
     in_flight: Arc<Mutex<InFlight>>,
     addr: String,
     max_size: usize,
 ) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
     let error = loop {
-        let mut prefix = [0u8; SIZE_PREFIX];
-        if let Err(e) = read.read_exact(&mut prefix).await {
-            break ClientError::Connection {
-                broker: addr.clone(),
-                reason: format!("read failed: {e}"),
-            };
-        }
-        let size = match frame::frame_size(prefix, max_size) {
-            Ok(size) => size,
-            Err(e) => break e,
+        let frame = match read_frame(&mut read, &mut buf, max_size).await {
+            Ok(frame) => frame,
+            Err(e) => {
+                break match e {
+                    FrameError::Io(e) => ClientError::Connection {
+                        broker: addr.clone(),
+                        reason: format!("read failed: {e}"),
+                    },
+                    FrameError::Protocol(e) => e,
+                };
+            }
         };
-        let mut buf = BytesMut::zeroed(size);
-        if let Err(e) = read.read_exact(&mut buf).await {
-            break ClientError::Connection {
-                broker: addr.clone(),
-                reason: format!("read failed: {e}"),
-            };
-        }
         let Some(pending) = in_flight.lock().ok().and_then(|mut g| g.queue.pop_front()) else {
             break ClientError::Protocol(format!("{addr} sent a response to no request"));
         };
-        match frame::decode_response_header(buf.freeze(), pending.header_version) {
+        match frame::decode_response_header(frame, pending.header_version) {
             Ok((header, body)) if header.correlation_id == pending.correlation_id => {
                 let _ = pending.reply.send(Ok(body));
             }
