@@ -132,13 +132,13 @@
 
 #![doc(html_root_url = "https://docs.rs/krabka-remote-storage/1.1.0")]
 
-// mod cache; // lands with the index cache
+mod cache;
 // pub mod diskless; // lands with its module doc
 // pub mod dump; // lands with the dump
 mod error;
 mod gcs;
 pub mod index;
-// mod index_cache; // lands with the index cache
+mod index_cache;
 mod inmemory;
 mod local;
 mod metadata;
@@ -160,10 +160,10 @@ pub use index::{
     first_record_at_or_after_timestamp, parse_offset_index, parse_time_index, parse_txn_index,
     position_for_relative_offset, relative_offset_floor_for_timestamp, txn_overlaps,
 };
-// pub use index_cache::{
-//     DEFAULT_INDEX_CACHE_TOTAL_SIZE_BYTES, IndexCacheOutcome, IndexCacheStats,
-//     REMOTE_INDEX_CACHE_DIR, RemoteIndexCache,
-// }; // lands with the index cache
+pub use index_cache::{
+    DEFAULT_INDEX_CACHE_TOTAL_SIZE_BYTES, IndexCacheOutcome, IndexCacheStats,
+    REMOTE_INDEX_CACHE_DIR, RemoteIndexCache,
+};
 pub use inmemory::InmemoryRemoteLogMetadataManager;
 pub use krabka_object_store::{
     DEFAULT_MULTIPART_CHUNK_SIZE, DEFAULT_MULTIPART_THRESHOLD, GcsConfig, ObjectStoreConfig,
