@@ -1,0 +1,369 @@
+//! The [`GroupCoordinator`]: shared state, persistence plumbing, load and timers.
+//!
+//! All groups live behind one mutex that is never held across an `.await`.
+//! A request that changes a group runs in three steps: take the group's
+//! `__consumer_offsets` partition *writer* lock (a tokio mutex, one per
+//! partition), change the state under the state mutex and collect the
+//! records to write, then append them and wait for durability while still
+//! holding the writer. The writer lock keeps the log's record order the same
+//! as the order the in-memory state changed in, so replaying the log always
+//! rebuilds the state the coordinator had. Answers that Kafka only sends once
+//! the write is durable (SyncGroup, OffsetCommit) are released after the
+//! append; delayed JoinGroup answers travel over oneshot channels.
+//!
+//! Timeouts are deadlines compared against the injected [`Clock`] by
+//! [`GroupCoordinator::tick`], which the broker calls periodically
+//! ([`GroupCoordinator::spawn_ticker`]) and tests call by hand.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+use tokio::sync::oneshot;
+
+use super::clock::Clock;
+use super::config::GroupConfig;
+use super::error::GroupError;
+use super::log::{GroupLog, GroupLogRecord};
+use super::partitioner::partition_for;
+use super::records::{GroupMetadataKey, OffsetCommitValue, RecordKey};
+use super::state::{CommittedOffset, Group, SyncOutcome};
+
+/// Where clients should send coordinator requests: this broker's advertised
+/// listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorNode {
+    /// The broker's node id.
+    pub node_id: i32,
+    /// The advertised host.
+    pub host: String,
+    /// The advertised port.
+    pub port: i32,
+}
+
+/// What the coordinator needs to know about the request beyond its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestContext {
+    /// The request's API version (responses are shaped for it).
+    pub api_version: i16,
+    /// The client id from the request header.
+    pub client_id: String,
+    /// The client's address, as Kafka shows it (`/127.0.0.1`).
+    pub client_host: String,
+}
+
+impl RequestContext {
+    /// A context for `api_version` with the given client id and host.
+    pub fn new(
+        api_version: i16,
+        client_id: impl Into<String>,
+        client_host: impl Into<String>,
+    ) -> Self {
+        Self {
+            api_version,
+            client_id: client_id.into(),
+            client_host: client_host.into(),
+        }
+    }
+}
+
+/// Everything the coordinator holds in memory.
+#[derive(Debug, Default)]
+pub(crate) struct CoordinatorState {
+    pub groups: HashMap<String, Group>,
+    pub next_expiry_check_ms: i64,
+}
+
+/// Side effects of a state change, carried out after the state mutex is
+/// released.
+#[derive(Debug, Default)]
+pub(crate) struct Effects {
+    /// Records to append to the group's partition.
+    pub records: Vec<GroupLogRecord>,
+    /// SyncGroup answers to release once `records` are durable.
+    pub deferred_syncs: Vec<(oneshot::Sender<SyncOutcome>, SyncOutcome)>,
+    /// Offsets to make visible once `records` are durable.
+    pub apply_offsets: Vec<(String, String, i32, CommittedOffset)>,
+    /// When the write carried a generation's assignment: the group and
+    /// generation to reset if it fails.
+    pub assignment_of: Option<(String, i32)>,
+}
+
+impl Effects {
+    /// Queues the group's metadata record.
+    pub fn write_group(&mut self, group: &Group, now_ms: i64) {
+        self.records.push(GroupLogRecord {
+            key: GroupMetadataKey {
+                group: group.id.clone(),
+            }
+            .encode(),
+            value: Some(group.to_record().encode()),
+            timestamp_ms: now_ms,
+        });
+    }
+}
+
+/// The group coordinator of one broker.
+pub struct GroupCoordinator {
+    pub(crate) config: GroupConfig,
+    pub(crate) node: CoordinatorNode,
+    clock: Arc<dyn Clock>,
+    log: Arc<dyn GroupLog>,
+    state: Mutex<CoordinatorState>,
+    writers: Vec<tokio::sync::Mutex<()>>,
+}
+
+impl std::fmt::Debug for GroupCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCoordinator")
+            .field("config", &self.config)
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupCoordinator {
+    /// Builds the coordinator and rebuilds its state by replaying every
+    /// `__consumer_offsets` partition from `log`.
+    ///
+    /// Records that do not decode are skipped with a warning rather than
+    /// failing the load: one bad record must not cost every group its state.
+    ///
+    /// # Errors
+    ///
+    /// The first [`GroupError`] the log reports while reading a partition.
+    pub async fn load(
+        config: GroupConfig,
+        node: CoordinatorNode,
+        clock: Arc<dyn Clock>,
+        log: Arc<dyn GroupLog>,
+    ) -> Result<Arc<Self>, GroupError> {
+        let partitions = config.offsets_topic_num_partitions.max(1);
+        let now = clock.now_ms();
+        let mut state = CoordinatorState {
+            groups: HashMap::new(),
+            next_expiry_check_ms: now + config.offsets_retention_check_interval_ms,
+        };
+        for partition in 0..partitions {
+            for record in log.read_all(partition).await? {
+                replay(&mut state.groups, &record, now);
+            }
+        }
+        Ok(Arc::new(Self {
+            writers: (0..partitions)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+            config,
+            node,
+            clock,
+            log,
+            state: Mutex::new(state),
+        }))
+    }
+
+    /// The `__consumer_offsets` partition that holds `group`.
+    pub fn partition_for(&self, group: &str) -> i32 {
+        partition_for(group, self.config.offsets_topic_num_partitions)
+    }
+
+    /// The coordinator's settings.
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, CoordinatorState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the state with `group`'s partition writer held, then
+    /// carries out its effects; returns `f`'s result and the write outcome
+    /// (as a Kafka error code, 0 when nothing failed).
+    pub(crate) async fn mutate<R>(
+        &self,
+        group: &str,
+        f: impl FnOnce(&mut CoordinatorState, i64, &mut Effects) -> R,
+    ) -> (R, i16) {
+        let partition = self.partition_for(group);
+        let writer = usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.writers.get(p));
+        let _guard = match writer {
+            Some(w) => Some(w.lock().await),
+            None => None,
+        };
+        let mut effects = Effects::default();
+        let result = {
+            let mut state = self.lock();
+            let now = self.clock.now_ms();
+            f(&mut state, now, &mut effects)
+        };
+        let code = self.persist(partition, effects).await;
+        (result, code)
+    }
+
+    async fn persist(&self, partition: i32, effects: Effects) -> i16 {
+        let Effects {
+            records,
+            deferred_syncs,
+            apply_offsets,
+            assignment_of,
+        } = effects;
+        let outcome = if records.is_empty() {
+            Ok(())
+        } else {
+            self.log.append(partition, records).await
+        };
+        match outcome {
+            Ok(()) => {
+                if !apply_offsets.is_empty() {
+                    let mut state = self.lock();
+                    for (group, topic, p, offset) in apply_offsets {
+                        // A group deleted meanwhile takes its offsets with it.
+                        if let Some(g) = state.groups.get_mut(&group) {
+                            g.offsets.insert((topic, p), offset);
+                        }
+                    }
+                }
+                for (tx, outcome) in deferred_syncs {
+                    let _ = tx.send(outcome);
+                }
+                0
+            }
+            Err(err) => {
+                let code = write_error_code(&err);
+                tracing::warn!(partition, %err, "__consumer_offsets append failed");
+                for (tx, _) in deferred_syncs {
+                    let _ = tx.send(SyncOutcome::error(code));
+                }
+                if let Some((group, generation)) = assignment_of {
+                    let now = self.clock.now_ms();
+                    let mut state = self.lock();
+                    if let Some(g) = state.groups.get_mut(&group)
+                        && g.generation == generation
+                    {
+                        // Kafka's resetAndPropagateAssignmentError: the
+                        // assignment never became durable, so rebalance.
+                        for m in g.members.values_mut() {
+                            m.assignment = bytes::Bytes::new();
+                        }
+                        let mut ignored = Effects::default();
+                        super::classic::prepare_rebalance(g, &self.config, now, &mut ignored);
+                    }
+                }
+                code
+            }
+        }
+    }
+
+    /// Runs every timer that is due: session expiry, pending member expiry,
+    /// the rebalance (join) timeout and initial delay, the sync timeout, and,
+    /// every `offsets.retention.check.interval.ms`, offset expiry.
+    pub async fn tick(&self) {
+        let now = self.clock.now_ms();
+        let (due, expiry_due) = {
+            let mut state = self.lock();
+            let due: Vec<String> = state
+                .groups
+                .values()
+                .filter(|g| super::classic::has_due_timer(g, now))
+                .map(|g| g.id.clone())
+                .collect();
+            let expiry_due = now >= state.next_expiry_check_ms;
+            if expiry_due {
+                state.next_expiry_check_ms = now + self.config.offsets_retention_check_interval_ms;
+            }
+            (due, expiry_due)
+        };
+        for id in due {
+            let config = &self.config;
+            self.mutate(&id, |state, now, effects| {
+                if let Some(group) = state.groups.get_mut(&id) {
+                    super::classic::run_timers(group, config, now, effects);
+                }
+            })
+            .await;
+        }
+        if expiry_due {
+            self.expire_offsets().await;
+        }
+    }
+
+    /// Spawns a task that calls [`tick`](Self::tick) every `period` until the
+    /// coordinator is dropped.
+    pub fn spawn_ticker(self: &Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
+        let weak: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                let Some(coordinator) = weak.upgrade() else {
+                    return;
+                };
+                coordinator.tick().await;
+            }
+        })
+    }
+}
+
+/// The Kafka error code a failed `__consumer_offsets` write is reported as.
+pub(crate) fn write_error_code(err: &GroupError) -> i16 {
+    match err {
+        GroupError::NotCoordinator { .. } => ResponseError::NotCoordinator.code(),
+        _ => ResponseError::CoordinatorNotAvailable.code(),
+    }
+}
+
+/// Applies one replayed record to the groups being loaded.
+fn replay(groups: &mut HashMap<String, Group>, record: &GroupLogRecord, now: i64) {
+    let key = match RecordKey::decode(&record.key) {
+        Ok(k) => k,
+        Err(err) => {
+            tracing::warn!(%err, "skipping undecodable __consumer_offsets key");
+            return;
+        }
+    };
+    match key {
+        RecordKey::Offset(k) => match &record.value {
+            Some(value) => match OffsetCommitValue::decode(value) {
+                Ok(v) => {
+                    groups
+                        .entry(k.group.clone())
+                        .or_insert_with(|| Group::new(&k.group, now))
+                        .offsets
+                        .insert((k.topic, k.partition), CommittedOffset::from_value(v));
+                }
+                Err(err) => tracing::warn!(group = %k.group, %err, "skipping bad offset value"),
+            },
+            None => {
+                if let Some(g) = groups.get_mut(&k.group) {
+                    g.offsets.remove(&(k.topic, k.partition));
+                }
+            }
+        },
+        RecordKey::Group(k) => match &record.value {
+            Some(value) => match super::records::GroupMetadataValue::decode(value) {
+                Ok(v) => {
+                    let offsets = groups
+                        .remove(&k.group)
+                        .map(|g| g.offsets)
+                        .unwrap_or_default();
+                    let mut group = Group::from_record(&k.group, v, now);
+                    group.offsets = offsets;
+                    groups.insert(k.group, group);
+                }
+                Err(err) => tracing::warn!(group = %k.group, %err, "skipping bad group value"),
+            },
+            None => {
+                // Deletion and expiry tombstone the offsets alongside.
+                groups.remove(&k.group);
+            }
+        },
+        RecordKey::Other(_) => {}
+    }
+}

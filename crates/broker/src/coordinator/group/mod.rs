@@ -1,0 +1,71 @@
+//! Kafka's group coordinator: consumer groups and committed offsets.
+//!
+//! The module is self-contained. Its seams to the rest of the broker are:
+//!
+//! * [`GroupLog`] — durable storage: append encoded records to a partition
+//!   of the compacted `__consumer_offsets` topic and read a partition back on
+//!   load. The broker implements it over its partition layer;
+//!   [`InMemoryGroupLog`] serves tests.
+//! * [`Clock`] — time, injectable ([`ManualClock`]) so every timeout can be
+//!   driven by hand; [`GroupCoordinator::tick`] fires due timers and
+//!   [`GroupCoordinator::spawn_ticker`] calls it periodically.
+//! * request handlers on [`GroupCoordinator`] that take `kafka-protocol`
+//!   request structs plus a [`RequestContext`] (API version, client id and
+//!   host) and return the response struct shaped for that version;
+//!   [`SUPPORTED_APIS`] lists the versions to advertise in ApiVersions.
+//!
+//! Records in `__consumer_offsets` use Kafka's own schemas ([`records`]), and
+//! a group's partition is Kafka's `abs(hashCode(group)) % 50`
+//! ([`partitioner`]), so the topic's contents mean the same thing to Krabka
+//! and to Kafka tools.
+//!
+//! Implemented: FindCoordinator, the classic protocol (JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup), OffsetCommit, OffsetFetch, OffsetDelete,
+//! ListGroups, DescribeGroups, DeleteGroups. Not implemented: the KIP-848
+//! consumer protocol (ConsumerGroupHeartbeat / ConsumerGroupDescribe) and
+//! transactional offset commits; they are not advertised.
+
+mod admin;
+mod classic;
+pub mod clock;
+pub mod config;
+mod consumer_protocol;
+mod coordinator;
+pub mod error;
+pub mod log;
+mod offsets;
+pub mod partitioner;
+pub mod records;
+mod state;
+
+#[cfg(test)]
+mod tests;
+
+use kafka_protocol::messages::ApiKey;
+
+pub use admin::{KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::GroupConfig;
+pub use coordinator::{CoordinatorNode, GroupCoordinator, RequestContext};
+pub use error::GroupError;
+pub use log::{GroupLog, GroupLogRecord, InMemoryGroupLog};
+pub use state::GroupState;
+
+/// The internal topic the coordinator persists to.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// `(api key, min version, max version)` of every API this coordinator
+/// answers, for the broker's ApiVersions response.
+pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::DeleteGroups, 0, 2),
+];
