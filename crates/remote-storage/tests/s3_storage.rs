@@ -162,6 +162,35 @@ fn s3_config_for_port(port: u16) -> krabka_remote_storage::S3Config {
 }
 
 #[test]
+fn gcs_copy_fetch_delete() {
+    // fake-gcs-server behind the XML PUT shim (see `GcsXmlShim`).
+    let gcs = fake_gcs_with_shim();
+    create_gcs_bucket(&gcs.server, "tier");
+    let mut config = GcsConfig::emulator("tier", gcs.endpoint());
+    config.prefix = "tiered".into();
+    let storage = S3RemoteStorage::new(ObjectStoreConfig::Gcs(config)).unwrap();
+    exercise(&storage, false);
+}
+
+#[test]
+fn gcs_worm_startup_refused_without_locked_retention() {
+    // fake-gcs-server cannot model a retention policy at all (its bucket
+    // resource has no `retentionPolicy`), so only the refusal is testable:
+    // a GCS archive on the emulator must not start.
+    let gcs = fake_gcs_with_shim();
+    create_gcs_bucket(&gcs.server, "tier");
+    let config = GcsConfig::emulator("tier", gcs.endpoint());
+    let err = S3RemoteStorage::new(ObjectStoreConfig::Gcs(config))
+        .unwrap()
+        .with_worm(krabka_remote_storage::WormConfig::new(
+            ed25519_dalek::SigningKey::from_bytes(&[1; 32]),
+        ))
+        .unwrap_err();
+    assert!(let RemoteStorageError::WriteRefused { .. } = &err);
+    check!(err.to_string().contains("locked retention policy"), "{err}");
+}
+
+#[test]
 fn gcs_missing_bucket_is_a_clear_error() {
     let server = fake_gcs();
     let config = GcsConfig::emulator("nope", server.endpoint.clone());

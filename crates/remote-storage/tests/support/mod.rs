@@ -289,3 +289,142 @@ pub fn segment(
 pub fn worm_verify_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_krabka-worm-verify"))
 }
+
+/// A fake-gcs-server fronted by [`GcsXmlShim`]: the endpoint to give the
+/// GCS client.
+pub struct FakeGcs {
+    pub server: Server,
+    pub shim: GcsXmlShim,
+}
+
+impl FakeGcs {
+    /// The endpoint a GCS client should use (the shim).
+    pub fn endpoint(&self) -> String {
+        self.shim.endpoint.clone()
+    }
+}
+
+/// Starts fake-gcs-server and its shim.
+pub fn fake_gcs_with_shim() -> FakeGcs {
+    let server = fake_gcs();
+    let shim = GcsXmlShim::start(server.port);
+    FakeGcs { server, shim }
+}
+
+/// A one-request-per-connection HTTP shim in front of fake-gcs-server.
+///
+/// Upstream fake-gcs-server serves the GCS XML API for reads, lists and
+/// deletes, but accepts a plain XML `PUT /<bucket>/<object>` only as a
+/// signed-URL upload, and answers it with JSON instead of the `ETag` and
+/// `x-goog-generation` headers real GCS sends. `object_store` uploads with
+/// exactly such a PUT, so the shim marks each plain PUT as a signed-URL
+/// upload and copies `etag` and `generation` from the JSON answer into the
+/// headers. Everything else passes through unchanged.
+pub struct GcsXmlShim {
+    pub endpoint: String,
+}
+
+impl GcsXmlShim {
+    fn start(upstream: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let _ = shim_one(client, upstream);
+                });
+            }
+        });
+        Self {
+            endpoint: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn shim_one(mut client: TcpStream, upstream: u16) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let head_end = loop {
+        if let Some(at) = find(&buf, b"\r\n\r\n") {
+            break at;
+        }
+        let n = client.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut body = buf[head_end + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next().unwrap_or_default().to_owned();
+    let mut parts = request_line.splitn(3, ' ');
+    let (method, target, version) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    // fake-gcs-server routes the XML API by its public host, so present it.
+    let host = format!("Host: 127.0.0.1:{upstream}");
+    let headers: Vec<&str> = lines
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            !l.starts_with("connection:") && !l.starts_with("host:")
+        })
+        .chain(std::iter::once(host.as_str()))
+        .collect();
+    let content_length = headers
+        .iter()
+        .find_map(|h| {
+            let (k, v) = h.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())
+                .flatten()
+        })
+        .unwrap_or(0);
+    while body.len() < content_length {
+        let n = client.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    let plain_put = method == "PUT" && !target.contains('?');
+    let target = if plain_put {
+        format!("{target}?X-Goog-Algorithm=GOOG4-RSA-SHA256")
+    } else {
+        target.to_owned()
+    };
+    let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
+    let mut request = format!("{method} {target} {version}\r\n");
+    for h in &headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("Connection: close\r\n\r\n");
+    up.write_all(request.as_bytes())?;
+    up.write_all(&body)?;
+    let mut response = Vec::new();
+    up.read_to_end(&mut response)?;
+    if plain_put
+        && response.starts_with(b"HTTP/1.1 200")
+        && let Some(at) = find(&response, b"\r\n\r\n")
+    {
+        let json: serde_json::Value =
+            serde_json::from_slice(&response[at + 4..]).unwrap_or_default();
+        let status_end = find(&response, b"\r\n").unwrap_or(at);
+        let extra = format!(
+            "\r\nETag: \"{}\"\r\nx-goog-generation: {}",
+            json["etag"].as_str().unwrap_or_default(),
+            json["generation"].as_str().unwrap_or_default()
+        );
+        response.splice(status_end..status_end, extra.into_bytes());
+    }
+    client.write_all(&response)?;
+    client.flush()
+}
