@@ -134,7 +134,79 @@ fn verify_bench(server: &Server, segments: usize, size: usize) {
     let _ = bytes;
 }
 
+/// The verifier's own cost, without I/O: chain and signature checks of
+/// `n` in-memory manifests.
+fn authenticate_bench(n: u64) {
+    use krabka_remote_storage::{
+        ManifestBody, ObjectEntry, ObjectProtectionReport, SealedManifest, SegmentIdentity,
+        SegmentManifest, Sha256Digest, authenticate_archive, next_chain_stamp,
+    };
+    let key = SigningKey::from_bytes(&[3; 32]);
+    let p = partition(3);
+    let mut tip = None;
+    let manifests: Vec<_> = (0..n)
+        .map(|i| {
+            let start = i64::try_from(i).unwrap() * 1000;
+            let segment_id = uuid::Uuid::from_u128(u128::from(i) + 1);
+            let body = ManifestBody {
+                format_version: krabka_remote_storage::MANIFEST_FORMAT_VERSION,
+                identity: SegmentIdentity {
+                    topic: p.topic().to_owned(),
+                    partition: p.partition(),
+                    topic_id: p.topic_id(),
+                    segment_id,
+                    start_offset: start,
+                    end_offset: start + 999,
+                    max_timestamp_ms: 0,
+                    broker_id: 1,
+                    segment_size_bytes: 1 << 20,
+                    leader_epochs: Vec::new(),
+                },
+                objects: [
+                    ".log",
+                    ".index",
+                    ".timeindex",
+                    ".snapshot",
+                    ".leader_epoch_checkpoint",
+                ]
+                .iter()
+                .map(|suffix| ObjectEntry {
+                    name: krabka_remote_storage::segment_file_name(start, segment_id, suffix),
+                    size: 1 << 20,
+                    sha256: Sha256Digest::of(suffix.as_bytes()),
+                    protection: ObjectProtectionReport::ConditionalCreate {
+                        e_tag: Some("\"etag\"".into()),
+                        version: Some("v".into()),
+                    },
+                })
+                .collect(),
+                sealed_at_ms: 0,
+            };
+            let sealed = SealedManifest::seal(
+                SegmentManifest {
+                    stamp: next_chain_stamp(tip),
+                    body,
+                },
+                &key,
+            );
+            tip = Some((sealed.manifest.stamp.seq, sealed.head));
+            (sealed.manifest.body.manifest_name(), sealed)
+        })
+        .collect();
+    let mut trusted = TrustedManifestKeys::new();
+    trusted.insert(key.verifying_key(), "bench");
+    let t = Instant::now();
+    let auth = authenticate_archive(&p, manifests, &trusted, None);
+    let secs = t.elapsed().as_secs_f64();
+    assert!(auth.is_intact());
+    println!(
+        "authenticate_archive (CPU only): {n} manifests in {secs:.3}s = {:.0} manifests/s",
+        n as f64 / secs
+    );
+}
+
 fn main() {
+    authenticate_bench(20_000);
     let server = moto();
     copy_bench(&server, "single-put", 64 * MIB as u64, 16 * MIB, 8);
     copy_bench(&server, "multipart", 32 * MIB as u64, 64 * MIB, 2);
