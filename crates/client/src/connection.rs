@@ -79,7 +79,7 @@ struct Pending {
 
 /// One frame for the writer task.
 struct Outgoing {
-    frame: Bytes,
+    frame: Vec<Bytes>,
     pending: Option<Pending>,
 }
 
@@ -191,7 +191,7 @@ impl Connection {
             let mut request = ApiVersionsRequest::default();
             request.client_software_name = StrBytes::from_static_str("krabka-client");
             request.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
-            let body = self.enqueue_raw(&request, version, true)?.await?;
+            let body = self.enqueue_raw(&request, version, true, &[])?.await?;
             // A broker that does not speak our version answers in v0 with
             // UNSUPPORTED_VERSION and its own range for ApiVersions.
             let response = match ApiVersionsResponse::decode(&mut body.clone(), version) {
@@ -295,7 +295,27 @@ impl Connection {
         impl Future<Output = Result<R::Response, ClientError>> + Send + 'static + use<R>,
         ClientError,
     > {
-        let body = self.enqueue_raw(request, version, true)?;
+        self.enqueue_sharing(request, version, extra_timeout, &[])
+    }
+
+    /// [`Connection::enqueue`] for a request that carries large `payloads`
+    /// (the record batches of a Produce): they are written from their own
+    /// buffers instead of being copied into the frame.
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::enqueue`].
+    pub fn enqueue_sharing<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+        extra_timeout: Option<Duration>,
+        payloads: &[Bytes],
+    ) -> Result<
+        impl Future<Output = Result<R::Response, ClientError>> + Send + 'static + use<R>,
+        ClientError,
+    > {
+        let body = self.enqueue_raw(request, version, true, payloads)?;
         let timeout = self.request_timeout + extra_timeout.unwrap_or_default();
         let in_flight = Arc::clone(&self.in_flight);
         let addr = self.addr.clone();
@@ -321,7 +341,8 @@ impl Connection {
         })
     }
 
-    /// Sends a request that gets no response (a Produce with acks=0).
+    /// Sends a request that gets no response (a Produce with acks=0);
+    /// `payloads` as in [`Connection::enqueue_sharing`].
     ///
     /// # Errors
     ///
@@ -330,8 +351,10 @@ impl Connection {
         &self,
         request: &R,
         version: i16,
+        payloads: &[Bytes],
     ) -> Result<(), ClientError> {
-        self.enqueue_raw(request, version, false).map(drop)
+        self.enqueue_raw(request, version, false, payloads)
+            .map(drop)
     }
 
     /// Encodes and queues one frame; the returned future yields the response body.
@@ -340,6 +363,7 @@ impl Connection {
         request: &R,
         version: i16,
         expect_response: bool,
+        payloads: &[Bytes],
     ) -> Result<
         impl Future<Output = Result<Bytes, ClientError>> + Send + 'static + use<R>,
         ClientError,
@@ -356,6 +380,7 @@ impl Connection {
             key.request_header_version(version),
             request,
             version,
+            payloads,
         )?;
         let (reply, receiver) = oneshot::channel();
         let pending = expect_response.then(|| Pending {
@@ -458,7 +483,12 @@ async fn write_loop(
         }
         let mut result = Ok(());
         for item in batch.drain(..) {
-            result = write.write_all(&item.frame).await;
+            for chunk in &item.frame {
+                result = write.write_all(chunk).await;
+                if result.is_err() {
+                    break;
+                }
+            }
             if result.is_err() {
                 break;
             }

@@ -208,11 +208,12 @@ pub fn enqueue_produce(
         .iter()
         .map(|b| (Arc::clone(&b.topic), b.partition))
         .collect();
+    let payloads: Vec<Bytes> = batches.iter().map(|b| b.batch.clone()).collect();
     let response = if acks == Acks::None {
-        connection.send_without_response(&request, version)?;
+        connection.send_without_response(&request, version, &payloads)?;
         None
     } else {
-        Some(connection.enqueue(&request, version, None)?)
+        Some(connection.enqueue_sharing(&request, version, None, &payloads)?)
     };
     Ok(async move {
         let Some(response) = response else {
