@@ -90,6 +90,8 @@ pub struct SparseIndex<E: IndexEntry> {
     file: File,
     entries: RwLock<Vec<E>>,
     max_entries: RwLock<usize>,
+    /// The file held a partial trailing entry when opened.
+    torn: std::sync::atomic::AtomicBool,
 }
 
 impl<E: IndexEntry> SparseIndex<E> {
@@ -116,6 +118,7 @@ impl<E: IndexEntry> SparseIndex<E> {
             file,
             entries: RwLock::new(entries),
             max_entries: RwLock::new(max_entries),
+            torn: std::sync::atomic::AtomicBool::new(raw.len() % E::SIZE != 0),
         })
     }
 
@@ -214,6 +217,7 @@ impl<E: IndexEntry> SparseIndex<E> {
             .write_all_at(&raw, 0)
             .map_err(LogError::io(&self.path))?;
         *entries = new;
+        self.torn.store(false, std::sync::atomic::Ordering::Relaxed);
         drop(entries);
         if preallocate {
             self.preallocate()?;
@@ -306,6 +310,9 @@ impl SparseIndex<OffsetEntry> {
     /// was not trimmed (unclean shutdown) fails this.
     #[must_use]
     pub fn sanity_check(&self, log_size: u64) -> bool {
+        if self.torn.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
         let entries = self.read();
         entries
             .windows(2)
@@ -323,6 +330,9 @@ impl SparseIndex<TimeEntry> {
     /// Timestamps strictly increasing and relative offsets non-decreasing.
     #[must_use]
     pub fn sanity_check(&self) -> bool {
+        if self.torn.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
         let entries = self.read();
         entries.windows(2).all(|w| {
             w[0].timestamp < w[1].timestamp && w[0].relative_offset <= w[1].relative_offset

@@ -36,6 +36,7 @@ pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
 pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
 
 const SCAN_CHUNK: usize = 64 * 1024;
+const FIRST_SCAN_CHUNK: usize = 8 * 1024;
 const RECOVERY_CHUNK: usize = 8 * 1024 * 1024;
 
 /// Append-side statistics of a segment.
@@ -358,18 +359,19 @@ impl Segment {
         mut f: impl FnMut(u64, &BatchHeader) -> bool,
     ) -> Result<(), LogError> {
         let end = self.size();
-        let mut chunk = vec![0u8; SCAN_CHUNK];
+        // Lookups usually stop within one index interval: start small.
+        let mut chunk = vec![0u8; FIRST_SCAN_CHUNK.min((end.saturating_sub(pos)) as usize)];
         while pos + HEADER_SIZE as u64 <= end {
             let n = ((end - pos) as usize).min(SCAN_CHUNK);
+            if chunk.len() < n {
+                chunk.resize(n, 0);
+            }
             let buf = chunk.get_mut(..n).unwrap_or_default();
             self.file
                 .read_exact_at(buf, pos)
                 .map_err(LogError::io(&self.log_path))?;
             let mut at = 0usize;
-            loop {
-                let Some(header) = buf.get(at..).and_then(BatchHeader::parse) else {
-                    break;
-                };
+            while let Some(header) = buf.get(at..).and_then(BatchHeader::parse) {
                 if header.magic != 2
                     || header.batch_length < (HEADER_SIZE - batch::LOG_OVERHEAD) as i32
                 {
@@ -571,16 +573,7 @@ impl Segment {
     /// [`LogError::Io`] on a file error.
     pub fn load(&self, index_interval: u64) -> Result<bool, LogError> {
         let size = self.size();
-        let sane = self.offset_index.sanity_check(size)
-            && self.time_index.sanity_check()
-            && self.offset_index.last().is_none_or(|e| {
-                i64::from(e.relative_offset) + self.base_offset >= self.base_offset
-            })
-            && self
-                .time_index
-                .last()
-                .zip(self.offset_index.last())
-                .is_none_or(|(t, _)| i64::from(t.relative_offset) <= i64::from(u32::MAX));
+        let sane = self.offset_index.sanity_check(size) && self.time_index.sanity_check();
         if !sane {
             self.recover(index_interval, false, |_, _| Ok(()))?;
             return Ok(true);
@@ -600,9 +593,14 @@ impl Segment {
         let mut first = None;
         let (mut max_ts, mut max_off) = (stats.max_timestamp, stats.offset_of_max_timestamp);
         drop(stats);
+        let last_entry = self.offset_index.last();
+        let mut entry_matches = last_entry.is_none();
         self.scan_headers(start, |pos, h| {
             if first.is_none() {
                 first = Some(h.max_timestamp);
+                entry_matches |= last_entry.is_some_and(|e| {
+                    h.last_offset() == self.base_offset + i64::from(e.relative_offset)
+                });
             }
             if h.max_timestamp > max_ts {
                 max_ts = h.max_timestamp;
@@ -613,6 +611,11 @@ impl Segment {
             tail_bytes += h.size();
             true
         })?;
+        if !entry_matches {
+            // The last index entry does not point at the batch it names.
+            self.recover(index_interval, false, |_, _| Ok(()))?;
+            return Ok(true);
+        }
         if end != size {
             // The tail does not end on a batch boundary: rebuild from scratch.
             self.recover(index_interval, true, |_, _| Ok(()))?;

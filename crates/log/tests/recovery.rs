@@ -183,3 +183,48 @@ fn clean_shutdown_marker_and_unclean_index_rebuild() {
     check!(log.log_end_offset() == 21);
     check!(read_all(&log, 0).len() == 21);
 }
+
+#[test]
+fn torn_index_and_misleading_last_entry_are_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let cfg = LogConfig {
+        index_interval_bytes: 64,
+        ..config()
+    };
+    let log = open(dir.path(), cfg.clone(), &clock);
+    for i in 0..30 {
+        log.append_as_leader(batch(2, 50, i), LeaderEpoch(0))
+            .unwrap();
+    }
+    let idx = log.segments()[0].offset_index_path.clone();
+    log.close().unwrap();
+    let good = std::fs::read(&idx).unwrap();
+    // A partial trailing entry.
+    std::fs::write(&idx, [&good[..], &[0u8, 1, 2][..]].concat()).unwrap();
+    let log = open(dir.path(), cfg.clone(), &clock);
+    check!(std::fs::read(&idx).unwrap()[..good.len()] == good[..]);
+    check!(log.log_end_offset() == 60);
+    log.close().unwrap();
+    // Last entry names the wrong offset for its position (positions still valid).
+    let mut bad = std::fs::read(&idx).unwrap();
+    bad.truncate(good.len());
+    let n = bad.len();
+    let rel = u32::from_be_bytes(bad[n - 8..n - 4].try_into().unwrap());
+    bad[n - 8..n - 4].copy_from_slice(&(rel + 1).to_be_bytes());
+    std::fs::write(&idx, &bad).unwrap();
+    let log = open(dir.path(), cfg, &clock);
+    check!(std::fs::read(&idx).unwrap()[..good.len()] == good[..]);
+    for o in 0..60 {
+        let r = log.read(o, 1, i64::MAX, true).unwrap();
+        let h = krabka_log::batch::BatchHeader::parse(&r.records).unwrap();
+        check!(h.base_offset <= o && o <= h.last_offset());
+    }
+}
+
+#[test]
+fn log_is_send_and_sync() {
+    fn assert<T: Send + Sync>() {}
+    assert::<krabka_log::Log>();
+    assert::<krabka_log::LogCleaner>();
+}
