@@ -13,6 +13,53 @@
 //! - [`TopicBasedRemoteLogMetadataManager`] is the
 //!   [`RemoteLogMetadataManager`](krabka_remote_storage::RemoteLogMetadataManager)
 //!   built on them.
+//!
+//! ## Example
+//!
+//! Three calls from a thread that may block (the broker's `spawn_blocking`):
+//!
+//! ```
+//! use {
+//!     krabka_ids::LeaderEpoch,
+//!     krabka_remote_storage::{
+//!         RemoteLogMetadataManager, RemoteLogSegmentDetails, RemoteLogSegmentId,
+//!         RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition,
+//!     },
+//!     krabka_remote_storage_topic::{
+//!         InProcessMetadataEventLog, TopicBasedRemoteLogMetadataManager, TopicBasedRlmmConfig,
+//!     },
+//!     std::{collections::BTreeMap, sync::Arc},
+//!     uuid::Uuid,
+//! };
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! let log = Arc::new(InProcessMetadataEventLog::new(50));
+//! let rlmm = TopicBasedRemoteLogMetadataManager::new(
+//!     log,
+//!     runtime.handle().clone(),
+//!     TopicBasedRlmmConfig::default(),
+//! );
+//! let orders = TopicIdPartition::new(Uuid::new_v4(), "orders", 0);
+//! rlmm.on_partition_leadership_changes(std::slice::from_ref(&orders), &[])?;
+//! while !rlmm.is_ready(&orders) {
+//!     std::thread::yield_now();
+//! }
+//! let details = RemoteLogSegmentDetails::new(
+//!     1024,
+//!     RemoteLogSegmentState::CopySegmentStarted,
+//!     BTreeMap::from([(LeaderEpoch(0), 0)]),
+//! );
+//! let segment_id = RemoteLogSegmentId::generate_new(orders.clone());
+//! rlmm.add_remote_log_segment_metadata(RemoteLogSegmentMetadata::new(
+//!     segment_id, 0, 99, 0, 1, 0, details,
+//! )?)?;
+//! // The call returned once the manager's own consumer applied the event.
+//! assert_eq!(rlmm.list_remote_log_segments(&orders)?.len(), 1);
+//! rlmm.close()?;
+//! # Ok(())
+//! # }
+//! ```
 
 mod error;
 mod log;

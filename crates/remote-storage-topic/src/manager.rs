@@ -80,7 +80,7 @@ use {
         collections::{HashMap, HashSet, VecDeque},
         future::Future,
         path::PathBuf,
-        sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError},
+        sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, mpsc::RecvTimeoutError},
         time::{Duration, Instant},
     },
     tokio::{
@@ -218,11 +218,16 @@ impl Inner {
             let _ = sender.send(future.await);
         });
         let wait = self.config.consume_wait;
-        blocking(|| receiver.recv_timeout(wait)).map_err(|_| {
+        blocking(|| receiver.recv_timeout(wait)).map_err(|error| {
             task.abort();
-            MetadataLogError::Timeout {
-                what: what.to_owned(),
-                waited_ms: wait.as_millis(),
+            match error {
+                RecvTimeoutError::Timeout => MetadataLogError::Timeout {
+                    what: what.to_owned(),
+                    waited_ms: wait.as_millis(),
+                },
+                RecvTimeoutError::Disconnected => {
+                    MetadataLogError::Other(format!("the runtime stopped before {what} completed"))
+                }
             }
         })
     }
@@ -467,8 +472,9 @@ impl Inner {
         Ok(())
     }
 
-    /// Starts to consume `metadata_partition` from its cached snapshot.
-    fn start_consuming(&self, metadata_partition: i32) -> Result<(), MetadataLogError> {
+    /// Starts to consume `metadata_partition`, whose log currently ends at
+    /// `end`, from its cached snapshot.
+    fn start_consuming(&self, metadata_partition: i32, end: i64) -> Result<(), MetadataLogError> {
         let snapshot = match &self.config.snapshot_dir {
             None => None,
             Some(dir) => snapshot_cache::read(dir, metadata_partition).unwrap_or_else(|error| {
@@ -476,7 +482,6 @@ impl Inner {
                 None
             }),
         };
-        let end = self.end_offset(metadata_partition)?;
         let snapshot = snapshot.filter(|snapshot| {
             let usable = snapshot.next_offset <= end;
             if !usable {
@@ -769,19 +774,41 @@ impl RemoteLogMetadataManager for TopicBasedRemoteLogMetadataManager {
         leader_partitions: &[TopicIdPartition],
         follower_partitions: &[TopicIdPartition],
     ) -> Result<(), RemoteStorageError> {
-        for partition in leader_partitions.iter().chain(follower_partitions) {
-            let metadata_partition = self.inner.metadata_partition(partition);
-            {
-                let mut state = self.inner.lock();
-                if state.closed {
-                    return Err(RemoteStorageError::Closed);
-                }
+        let mut new_metadata_partitions = Vec::new();
+        {
+            let mut state = self.inner.lock();
+            if state.closed {
+                return Err(RemoteStorageError::Closed);
+            }
+            for partition in leader_partitions.iter().chain(follower_partitions) {
+                let metadata_partition = self.inner.metadata_partition(partition);
                 state.user_partitions.insert(partition.clone());
-                if state.metadata.contains_key(&metadata_partition) {
-                    continue;
+                if !state.metadata.contains_key(&metadata_partition)
+                    && !new_metadata_partitions.contains(&metadata_partition)
+                {
+                    new_metadata_partitions.push(metadata_partition);
                 }
             }
-            self.inner.start_consuming(metadata_partition)?;
+        }
+        if new_metadata_partitions.is_empty() {
+            return Ok(());
+        }
+        // One look at the log's ends serves every partition taken on here.
+        let log = Arc::clone(&self.inner.log);
+        let ends = self
+            .inner
+            .run("the metadata log's end offsets", async move {
+                log.high_water_marks().await
+            })??;
+        for metadata_partition in new_metadata_partitions {
+            let end = usize::try_from(metadata_partition)
+                .ok()
+                .and_then(|index| ends.get(index).copied())
+                .ok_or(MetadataLogError::PartitionOutOfRange {
+                    partition: metadata_partition,
+                    partition_count: self.inner.partitioner.partitions(),
+                })?;
+            self.inner.start_consuming(metadata_partition, end)?;
         }
         Ok(())
     }

@@ -456,6 +456,7 @@ impl Drop for InProcessStream {
 mod tests {
     use {
         super::*,
+        crate::log::KeyedEvent,
         assert2::{assert, check},
         futures_util::StreamExt,
         std::time::Duration,
@@ -663,6 +664,31 @@ mod tests {
         check!(drained(&mut after));
         // Offsets keep counting after compaction.
         check!(log.publish_keyed(0, k2, Some(payload("w2"))).await.unwrap() == 5);
+    }
+
+    #[tokio::test]
+    async fn keyed_groups_append_in_order_across_partitions() {
+        let log = InProcessMetadataEventLog::new(2);
+        let event = |partition, key: &'static str, value: Option<&'static str>| KeyedEvent {
+            partition,
+            key: payload(key),
+            event: value.map(payload),
+        };
+        let offsets = log
+            .publish_keyed_group(vec![
+                event(1, "a", Some("1")),
+                event(0, "a", Some("2")),
+                event(1, "b", None),
+            ])
+            .await
+            .unwrap();
+        check!(offsets == vec![0, 0, 1]);
+        let result = log
+            .publish_keyed_group(vec![event(0, "c", Some("3")), event(2, "d", Some("4"))])
+            .await;
+        assert!(let Err(MetadataLogError::PartitionOutOfRange { partition: 2, .. }) = result);
+        // Records before the failing one were appended.
+        check!(log.high_water_marks().await.unwrap() == vec![2, 2]);
     }
 
     #[tokio::test]

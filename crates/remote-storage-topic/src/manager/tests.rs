@@ -719,7 +719,7 @@ fn a_closed_manager_refuses_every_call() {
     rlmm.close().unwrap();
     assert!(let Err(RemoteStorageError::Closed) = rlmm.list_remote_log_segments(&orders));
     assert!(let Err(RemoteStorageError::Closed) = rlmm.add_remote_log_segment_metadata(segment(&orders, 1, 0, 9)));
-    assert!(let Err(RemoteStorageError::Closed) = rlmm.on_partition_leadership_changes(&[], &[orders.clone()]));
+    assert!(let Err(RemoteStorageError::Closed) = rlmm.on_partition_leadership_changes(&[], std::slice::from_ref(&orders)));
     check!(!rlmm.is_ready(&orders));
 }
 
