@@ -36,6 +36,12 @@ pub enum CoordinationError {
         /// The token the caller presented.
         token: FencingToken,
     },
+    /// The member asked for the authority of a role it does not hold.
+    #[error("not the leader of role {role}")]
+    NotLeader {
+        /// The role.
+        role: Role,
+    },
     /// The producer or the transaction coordinator refused a call.
     #[error("producer for role {role}: {source}")]
     Producer {

@@ -18,6 +18,8 @@
 #[cfg(test)]
 mod sim;
 
+#[cfg(feature = "broker")]
+pub mod broker;
 pub mod error;
 pub mod leadership;
 pub mod record;
