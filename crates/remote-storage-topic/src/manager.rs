@@ -850,9 +850,11 @@ impl RemoteLogMetadataManager for TopicBasedRemoteLogMetadataManager {
             }
         }
         self.inner.changed.notify_all();
-        for snapshot in snapshots {
-            self.inner.write_snapshot(snapshot)?;
-        }
+        blocking(|| {
+            snapshots
+                .into_iter()
+                .try_for_each(|snapshot| self.inner.write_snapshot(snapshot))
+        })?;
         Ok(())
     }
 
@@ -911,12 +913,14 @@ impl RemoteLogMetadataManager for TopicBasedRemoteLogMetadataManager {
             self.inner.assignment.remove(partition);
         }
         let mut first_error = None;
-        for snapshot in snapshots {
-            if let Err(error) = self.inner.write_snapshot(snapshot) {
-                tracing::warn!(%error, "could not flush the snapshot cache");
-                first_error.get_or_insert(error);
+        blocking(|| {
+            for snapshot in snapshots {
+                if let Err(error) = self.inner.write_snapshot(snapshot) {
+                    tracing::warn!(%error, "could not flush the snapshot cache");
+                    first_error.get_or_insert(error);
+                }
             }
-        }
+        });
         first_error.map_or(Ok(()), |error| Err(error.into()))
     }
 }

@@ -328,4 +328,54 @@ mod tests {
         assert!(let Err(MetadataLogError::CorruptSnapshot { .. }) = decode(&flipped, 4, path));
         assert!(let Err(MetadataLogError::CorruptSnapshot { .. }) = decode(&bytes, 5, path));
     }
+
+    /// One step of a random history of one partition (most are refused).
+    #[derive(Debug, Clone)]
+    enum Step {
+        Add(u8, i64),
+        Update(u8, RemoteLogSegmentState),
+        Delete(RemotePartitionDeleteState),
+    }
+
+    fn arb_step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0..6_u8, 0..20_i64).prop_map(|(id, at)| Step::Add(id, at)),
+            6 => (0..6_u8, proptest::sample::select(RemoteLogSegmentState::ALL.to_vec()))
+                .prop_map(|(id, state)| Step::Update(id, state)),
+            1 => proptest::sample::select(RemotePartitionDeleteState::ALL.to_vec()).prop_map(Step::Delete),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_history_is_restored_exactly(steps in proptest::collection::vec(arb_step(), 0..60)) {
+            let partition = TopicIdPartition::new(Uuid::from_u128(5), "p", 1);
+            let mut store = PartitionStore::default();
+            for (time, step) in steps.into_iter().enumerate() {
+                let time = i64::try_from(time).unwrap();
+                let segment_id = |id: u8| RemoteLogSegmentId::new(partition.clone(), Uuid::from_u128(u128::from(id)));
+                let _ = match step {
+                    Step::Add(id, at) => {
+                        let start = at * 100;
+                        let epochs = BTreeMap::from([(LeaderEpoch(0), start), (LeaderEpoch(1), start + 50)]);
+                        let details = RemoteLogSegmentDetails::new(10, RemoteLogSegmentState::CopySegmentStarted, epochs)
+                            .with_txn_idx_empty(id % 2 == 0);
+                        store.add(RemoteLogSegmentMetadata::new(segment_id(id), start, start + 99, time, 1, time, details).unwrap())
+                    }
+                    Step::Update(id, state) => store.update(&RemoteLogSegmentMetadataUpdate::new(
+                        segment_id(id),
+                        time,
+                        (id % 3 == 0).then(|| CustomMetadata::new(vec![id])),
+                        state,
+                        2,
+                    )),
+                    Step::Delete(state) => store.put_delete(RemotePartitionDeleteMetadata::new(partition.clone(), state, time, 3)),
+                };
+            }
+            let stores = HashMap::from([(partition, store)]);
+            let restored = decode(&encode(9, 123, &stores), 9, Path::new("x")).unwrap();
+            proptest::prop_assert_eq!(restored, PartitionSnapshot { next_offset: 123, stores });
+        }
+    }
 }
