@@ -28,7 +28,7 @@ use {
         log::Log,
         segment::{self, Segment},
     },
-    bytes::BytesMut,
+    bytes::{Bytes, BytesMut},
     kafka_protocol::records::{RecordBatchEncoder, RecordEncodeOptions},
     std::{
         collections::HashMap,
@@ -184,7 +184,8 @@ impl Log {
         let mut map: HashMap<u128, i64> = HashMap::new();
         let mut end = upper;
         'build: for seg in segs.iter().filter(|s| s.next_offset() > first_dirty) {
-            for (h, bytes) in batches_of(seg)? {
+            for item in SegmentBatches::new(seg) {
+                let (h, bytes) = item?;
                 if h.next_offset() <= first_dirty || h.is_control() || is_aborted(&aborted, &h) {
                     continue;
                 }
@@ -223,11 +224,14 @@ impl Log {
             ..CleanStats::default()
         };
         for seg in segs.iter().filter(|s| s.base_offset() < end) {
-            let mut out: Vec<u8> = Vec::with_capacity(seg.size() as usize);
+            let cleaned_path = segment::segment_paths(&self.dir, seg.base_offset())[0]
+                .with_extension("log.cleaned");
+            let mut out = CleanedFile::create(&cleaned_path)?;
             let mut removed = 0u64;
-            for (h, bytes) in batches_of(seg)? {
+            for item in SegmentBatches::new(seg) {
+                let (h, bytes) = item?;
                 if h.is_control() || h.base_offset >= end {
-                    out.extend_from_slice(&bytes);
+                    out.write(&bytes)?;
                     continue;
                 }
                 if is_aborted(&aborted, &h) {
@@ -256,7 +260,7 @@ impl Log {
                     .collect();
                 removed += (total - kept.len()) as u64;
                 if kept.len() == total {
-                    out.extend_from_slice(&bytes);
+                    out.write(&bytes)?;
                 } else if !kept.is_empty() {
                     let mut kept = kept;
                     let first = kept.first().map_or(h.base_offset, |r| r.offset);
@@ -289,34 +293,34 @@ impl Log {
                     if h.is_log_append_time() {
                         batch::set_log_append_time(&mut buf, h.max_timestamp);
                     }
-                    out.extend_from_slice(&buf);
+                    out.write(&buf)?;
                 }
             }
             if removed == 0 {
+                drop(out);
+                let _ = std::fs::remove_file(&cleaned_path);
                 continue;
             }
             stats.segments_cleaned += 1;
             stats.bytes_before += seg.size();
-            stats.bytes_after += out.len() as u64;
+            stats.bytes_after += out.finish()?;
             stats.records_removed += removed;
-            self.swap_segment(seg, &out)?;
+            self.swap_segment(seg, &cleaned_path)?;
         }
         checkpoint::write_offset(&self.dir.join(CLEANER_OFFSET_FILE), end)?;
         tracing::debug!(dir = %self.dir.display(), ?stats, "cleaned log");
         Ok(Some(stats))
     }
 
-    /// Replaces `old` by a segment holding `bytes` (same base offset).
-    fn swap_segment(&self, old: &Arc<Segment>, bytes: &[u8]) -> Result<(), LogError> {
+    /// Replaces `old` by the segment written (and fsynced) at `cleaned`.
+    fn swap_segment(&self, old: &Arc<Segment>, cleaned: &std::path::Path) -> Result<(), LogError> {
         let config = self.config();
         let base = old.base_offset();
         let [log_path, index_path, time_path, _] = segment::segment_paths(&self.dir, base);
-        let cleaned = log_path.with_extension("log.cleaned");
-        checkpoint::write_atomic(&cleaned, bytes)?;
         let _inner = self.lock_inner()?;
         let still_there = self.segment_list().iter().any(|s| Arc::ptr_eq(s, old));
         if !still_there {
-            let _ = std::fs::remove_file(&cleaned);
+            let _ = std::fs::remove_file(cleaned);
             return Ok(());
         }
         for path in [&index_path, &time_path] {
@@ -331,7 +335,7 @@ impl Log {
                 }
             }
         }
-        std::fs::rename(&cleaned, &log_path).map_err(LogError::io(&log_path))?;
+        std::fs::rename(cleaned, &log_path).map_err(LogError::io(&log_path))?;
         let new = Segment::open(
             &self.dir,
             base,
@@ -352,11 +356,103 @@ impl Log {
     }
 }
 
-fn batches_of(seg: &Segment) -> Result<Vec<(BatchHeader, bytes::Bytes)>, LogError> {
-    let all = seg.read_bytes(0, seg.size() as usize)?;
-    Ok(batch::BatchScan::new(&all, false)
-        .map(|(pos, h)| (h, all.slice(pos..pos + h.size() as usize)))
-        .collect())
+/// Bytes read at a time while cleaning (Kafka's `log.cleaner.io.buffer.size`).
+const IO_CHUNK: usize = 512 * 1024;
+
+/// Streams a segment's batches in `IO_CHUNK` reads, so cleaning a segment
+/// never holds more than a chunk (or one larger batch) in memory.
+struct SegmentBatches<'a> {
+    seg: &'a Segment,
+    pos: u64,
+    end: u64,
+    chunk: Bytes,
+    chunk_start: u64,
+}
+
+impl<'a> SegmentBatches<'a> {
+    fn new(seg: &'a Segment) -> Self {
+        Self {
+            seg,
+            pos: 0,
+            end: seg.size(),
+            chunk: Bytes::new(),
+            chunk_start: 0,
+        }
+    }
+
+    fn ensure(&mut self, len: usize) -> Result<(), LogError> {
+        let rel = (self.pos - self.chunk_start) as usize;
+        if rel + len > self.chunk.len() {
+            self.chunk = self.seg.read_bytes(self.pos, IO_CHUNK.max(len))?;
+            self.chunk_start = self.pos;
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for SegmentBatches<'_> {
+    type Item = Result<(BatchHeader, Bytes), LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos + batch::HEADER_SIZE as u64 > self.end {
+            return None;
+        }
+        if let Err(e) = self.ensure(batch::HEADER_SIZE) {
+            return Some(Err(e));
+        }
+        let rel = (self.pos - self.chunk_start) as usize;
+        let header = self.chunk.get(rel..).and_then(BatchHeader::parse)?;
+        if header.magic != 2 || self.pos + header.size() > self.end {
+            return None;
+        }
+        let size = header.size() as usize;
+        if let Err(e) = self.ensure(size) {
+            return Some(Err(e));
+        }
+        let rel = (self.pos - self.chunk_start) as usize;
+        if rel + size > self.chunk.len() {
+            return None;
+        }
+        let bytes = self.chunk.slice(rel..rel + size);
+        self.pos += size as u64;
+        Some(Ok((header, bytes)))
+    }
+}
+
+/// The `.log.cleaned` output, written through a buffer and fsynced at the end.
+struct CleanedFile {
+    path: std::path::PathBuf,
+    writer: std::io::BufWriter<std::fs::File>,
+    written: u64,
+}
+
+impl CleanedFile {
+    fn create(path: &std::path::Path) -> Result<Self, LogError> {
+        let file = std::fs::File::create(path).map_err(LogError::io(path))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            writer: std::io::BufWriter::with_capacity(IO_CHUNK, file),
+            written: 0,
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), LogError> {
+        use std::io::Write as _;
+        self.writer
+            .write_all(bytes)
+            .map_err(LogError::io(&self.path))?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<u64, LogError> {
+        let file = self.writer.into_inner().map_err(|e| LogError::Io {
+            path: self.path.clone(),
+            source: e.into_error(),
+        })?;
+        file.sync_all().map_err(LogError::io(&self.path))?;
+        Ok(self.written)
+    }
 }
 
 struct Shared {
