@@ -29,6 +29,18 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    // The group coordinator (crate::coordinator::group::SUPPORTED_APIS).
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 /// The supported version range of `api`, if it is implemented.
@@ -84,6 +96,6 @@ mod tests {
         check!(r.api_keys.len() == SUPPORTED.len());
         check!(is_supported(ApiKey::Fetch, 12));
         check!(!is_supported(ApiKey::Fetch, 3));
-        check!(!is_supported(ApiKey::JoinGroup, 0));
+        check!(!is_supported(ApiKey::DescribeAcls, 0));
     }
 }

@@ -24,6 +24,8 @@ pub struct Broker {
     pub partitions: PartitionManager,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: FetchSessionCache,
+    /// The group coordinator, set once at startup.
+    pub groups: std::sync::OnceLock<std::sync::Arc<crate::coordinator::group::GroupCoordinator>>,
     /// The port the listener actually bound (differs from the configured one
     /// when that is 0).
     bound_port: AtomicU16,
@@ -75,6 +77,7 @@ impl Broker {
             registry,
             partitions,
             fetch_sessions: FetchSessionCache::default(),
+            groups: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,
         })

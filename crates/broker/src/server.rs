@@ -39,6 +39,10 @@ pub async fn run_until(
         source,
     })?;
     broker.set_bound_port(local.port());
+    let groups = crate::coordinator::group::broker_log::start(&broker)
+        .await
+        .map_err(|e| BrokerError::Task(format!("group coordinator: {e}")))?;
+    let _ = broker.groups.set(groups);
     if let Some(metrics_address) = metrics_address {
         match metrics::install(metrics_address) {
             Ok(()) => {

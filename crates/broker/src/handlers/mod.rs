@@ -163,6 +163,9 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             correlation_id,
             &configs::handle_incremental_alter_configs(broker, r).await,
         ),
+        Request::Group(r) => {
+            crate::coordinator::group::wire::handle(broker, api_key, version, &header, r).await
+        }
         Request::InitProducerId(r) => encode_response(
             api_key,
             version,

@@ -42,6 +42,8 @@ pub enum Request {
     CreatePartitions(CreatePartitionsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     DescribeCluster(DescribeClusterRequest),
+    /// One of the group coordinator's APIs.
+    Group(crate::coordinator::group::wire::GroupRequest),
     /// An `ApiVersions` request of a version this broker does not know: it
     /// is answered in the v0 format with UNSUPPORTED_VERSION, as Kafka does,
     /// so the client can pick a version it shares.
@@ -188,6 +190,10 @@ fn decode_body(api: ApiKey, buf: &mut Bytes, version: i16) -> anyhow_like::Resul
         ApiKey::DescribeCluster => {
             Request::DescribeCluster(DescribeClusterRequest::decode(buf, version)?)
         }
+        api if crate::coordinator::group::wire::handles(api) => Request::Group(
+            crate::coordinator::group::wire::decode(api, buf, version)
+                .map_err(anyhow_like::Error)?,
+        ),
         other => {
             return Err(anyhow_like::Error(format!("{other:?} is not implemented")));
         }
@@ -279,7 +285,7 @@ mod tests {
             Err(DecodeError::UnknownApi(_))
         ));
         check!(matches!(
-            decode_request(Bytes::from_static(&[0, 11, 0, 0, 0, 0, 0, 1])),
+            decode_request(Bytes::from_static(&[0, 24, 0, 0, 0, 0, 0, 1])),
             Err(DecodeError::UnsupportedVersion { .. })
         ));
         let full = frame(ApiKey::Metadata, 12, &MetadataRequest::default());

@@ -26,6 +26,7 @@
 //! transactional offset commits; they are not advertised.
 
 mod admin;
+pub mod broker_log;
 mod classic;
 pub mod clock;
 pub mod config;
@@ -37,6 +38,7 @@ mod offsets;
 pub mod partitioner;
 pub mod records;
 mod state;
+pub mod wire;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,133 @@
+//! The coordinator's side of the broker's request dispatch: decoding the
+//! group APIs and encoding their answers.
+//!
+//! The broker's codec has one variant, `Request::Group`, for every API in
+//! [`SUPPORTED_APIS`](super::SUPPORTED_APIS); it carries a [`GroupRequest`]
+//! decoded here, and the dispatcher hands it to [`handle`]. Keeping the
+//! per-API plumbing in this module keeps the broker's own files to one line
+//! each.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, RequestHeader, SyncGroupRequest,
+};
+use kafka_protocol::protocol::Decodable;
+
+use super::{RequestContext, SUPPORTED_APIS};
+use crate::{broker::Broker, network::codec::encode_response};
+
+/// A decoded request of one of the group coordinator's APIs.
+#[derive(Debug, Clone)]
+#[allow(missing_docs)]
+pub enum GroupRequest {
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    OffsetDelete(OffsetDeleteRequest),
+    ListGroups(ListGroupsRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
+}
+
+/// Whether `api` is one of the coordinator's.
+pub fn handles(api: ApiKey) -> bool {
+    SUPPORTED_APIS.iter().any(|(key, _, _)| *key == api)
+}
+
+/// Decodes the body of a coordinator request.
+///
+/// # Errors
+///
+/// The decoder's message when the body does not parse, or when `api` is not
+/// a coordinator API.
+pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<GroupRequest, String> {
+    fn d<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
+        T::decode(buf, version).map_err(|e| e.to_string())
+    }
+    Ok(match api {
+        ApiKey::FindCoordinator => GroupRequest::FindCoordinator(d(buf, version)?),
+        ApiKey::JoinGroup => GroupRequest::JoinGroup(d(buf, version)?),
+        ApiKey::SyncGroup => GroupRequest::SyncGroup(d(buf, version)?),
+        ApiKey::Heartbeat => GroupRequest::Heartbeat(d(buf, version)?),
+        ApiKey::LeaveGroup => GroupRequest::LeaveGroup(d(buf, version)?),
+        ApiKey::OffsetCommit => GroupRequest::OffsetCommit(d(buf, version)?),
+        ApiKey::OffsetFetch => GroupRequest::OffsetFetch(d(buf, version)?),
+        ApiKey::OffsetDelete => GroupRequest::OffsetDelete(d(buf, version)?),
+        ApiKey::ListGroups => GroupRequest::ListGroups(d(buf, version)?),
+        ApiKey::DescribeGroups => GroupRequest::DescribeGroups(d(buf, version)?),
+        ApiKey::DeleteGroups => GroupRequest::DeleteGroups(d(buf, version)?),
+        other => return Err(format!("{other:?} is not a group coordinator API")),
+    })
+}
+
+/// Handles a coordinator request and encodes the answer frame.
+///
+/// # Errors
+///
+/// The encoder's message when the answer cannot be written (the connection
+/// is then closed), or when the coordinator has not started.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    api_key: ApiKey,
+    version: i16,
+    header: &RequestHeader,
+    request: GroupRequest,
+) -> Result<Bytes, String> {
+    let Some(coordinator) = broker.groups.get() else {
+        return Err("the group coordinator has not started".into());
+    };
+    let ctx = RequestContext::new(
+        version,
+        header
+            .client_id
+            .as_ref()
+            .map(|c| c.as_str().to_owned())
+            .unwrap_or_default(),
+        String::new(),
+    );
+    let id = header.correlation_id;
+    let c = coordinator.as_ref();
+    match request {
+        GroupRequest::FindCoordinator(r) => {
+            encode_response(api_key, version, id, &c.find_coordinator(&ctx, r).await)
+        }
+        GroupRequest::JoinGroup(r) => {
+            encode_response(api_key, version, id, &c.join_group(&ctx, r).await)
+        }
+        GroupRequest::SyncGroup(r) => {
+            encode_response(api_key, version, id, &c.sync_group(&ctx, r).await)
+        }
+        GroupRequest::Heartbeat(r) => {
+            encode_response(api_key, version, id, &c.heartbeat(&ctx, r).await)
+        }
+        GroupRequest::LeaveGroup(r) => {
+            encode_response(api_key, version, id, &c.leave_group(&ctx, r).await)
+        }
+        GroupRequest::OffsetCommit(r) => {
+            encode_response(api_key, version, id, &c.offset_commit(&ctx, r).await)
+        }
+        GroupRequest::OffsetFetch(r) => {
+            encode_response(api_key, version, id, &c.offset_fetch(&ctx, r).await)
+        }
+        GroupRequest::OffsetDelete(r) => {
+            encode_response(api_key, version, id, &c.offset_delete(&ctx, r).await)
+        }
+        GroupRequest::ListGroups(r) => {
+            encode_response(api_key, version, id, &c.list_groups(&ctx, r).await)
+        }
+        GroupRequest::DescribeGroups(r) => {
+            encode_response(api_key, version, id, &c.describe_groups(&ctx, r).await)
+        }
+        GroupRequest::DeleteGroups(r) => {
+            encode_response(api_key, version, id, &c.delete_groups(&ctx, r).await)
+        }
+    }
+}
