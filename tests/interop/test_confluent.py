@@ -189,3 +189,31 @@ def test_delete_records_and_retention_visible_to_consumer(broker_factory):
         c.close()
     got = consume_confluent(b.bootstrap, "ret", 3000 - low, offset=low)
     assert as_tuples(got) == records[low:]
+
+
+def test_compaction_visible_to_consumer(broker_factory):
+    b = broker_factory({"log.cleaner.backoff.ms": "200"})
+    create_topic(b.bootstrap, "compacted", config={
+        "cleanup.policy": "compact",
+        "segment.bytes": "20000",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "0",
+    })
+    records = [(("k%d" % (i % 20)).encode(), ("v%d" % i).encode(), []) for i in range(4000)]
+    produce_confluent(b.bootstrap, "compacted", records, extra={"compression.type": "none", "batch.size": 2000, "linger.ms": 0})
+    latest = {}
+    for k, v, _ in records:
+        latest[k] = v
+
+    def compacted():
+        got = consume_confluent(b.bootstrap, "compacted", 10**9, timeout=3)
+        return got if len(got) < len(records) / 2 else None
+
+    got = wait_for(compacted, timeout=60, interval=1, what="the cleaner to compact")
+    # Offsets keep their order, and the newest value of every key survives.
+    offsets = [m.offset() for m in got]
+    assert offsets == sorted(offsets)
+    seen = {}
+    for m in got:
+        seen[m.key()] = m.value()
+    assert seen == latest

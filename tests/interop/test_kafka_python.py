@@ -41,6 +41,11 @@ def test_admin_create_describe_delete(broker):
     described = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-admin")])
     text = repr(described)
     assert "retention.ms" in text and "3600000" in text
+    cluster = a.describe_cluster()
+    assert cluster["controller_id"] == 1
+    assert len(cluster["brokers"]) == 1 and 1 in cluster["brokers"][0].values()
+    dirs = a.describe_log_dirs()
+    assert "kp-admin" in repr(dirs)
     a.delete_topics(["kp-admin"])
     assert "kp-admin" not in a.list_topics()
     a.close()

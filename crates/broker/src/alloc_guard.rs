@@ -110,7 +110,7 @@ unsafe impl GlobalAlloc for GuardedAllocator {
 
 #[cfg(test)]
 mod tests {
-    use {super::*, assert2::check};
+    use assert2::check;
 
     #[test]
     fn an_absurd_reservation_does_not_abort() {

@@ -110,7 +110,11 @@ pub fn handle_describe_configs(
             .configuration_keys
             .as_ref()
             .map(|k| k.iter().map(|s| s.to_string()).collect());
-        let wanted = |name: &str| keys.as_ref().is_none_or(|k| k.iter().any(|w| w == name));
+        // Null or empty: every setting (as Kafka's ConfigHelper does).
+        let wanted = |name: &str| {
+            keys.as_ref()
+                .is_none_or(|k| k.is_empty() || k.iter().any(|w| w == name))
+        };
         let name = resource.resource_name.to_string();
         let outcome: Result<Vec<DescribeConfigsResourceResult>, Refusal> = match resource
             .resource_type
