@@ -766,4 +766,116 @@ mod tests {
         check!(log.publish(0, payload("x")).await.unwrap() == 0);
         check!(log.shared.lock().subscribers.is_empty());
     }
+
+    /// One operation of a random session against the log.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Publish {
+            partition: i32,
+            key: Option<u8>,
+            tombstone: bool,
+        },
+        Add {
+            partition: i32,
+            start: i64,
+        },
+        Remove {
+            partition: i32,
+        },
+        Compact,
+    }
+
+    fn arb_op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (0..3_i32, proptest::option::of(0..3_u8), any::<bool>())
+                .prop_map(|(partition, key, tombstone)| Op::Publish { partition, key, tombstone: tombstone && key.is_some() }),
+            2 => (0..3_i32, 0..8_i64).prop_map(|(partition, start)| Op::Add { partition, start }),
+            1 => (0..3_i32).prop_map(|partition| Op::Remove { partition }),
+            1 => Just(Op::Compact),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Against a model: the stream yields, in send order, exactly the
+        /// records of the assignments still current — each assignment's
+        /// retained backlog from its start offset, then its live records.
+        #[test]
+        fn the_stream_matches_a_model_of_assignments_and_compaction(
+            ops in proptest::collection::vec(arb_op(), 0..80)
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            runtime.block_on(async {
+                let log = InProcessMetadataEventLog::new(3);
+                let (mut stream, handle) = log.subscribe(Vec::new());
+                // Model: retained (offset, key, tombstone) per partition, next
+                // offsets, the current generation per assigned partition, and
+                // every record sent with its generation.
+                let mut retained: Vec<Vec<(i64, Option<u8>, bool)>> = vec![Vec::new(); 3];
+                let mut next_offset = [0_i64; 3];
+                let mut generation: HashMap<i32, u64> = HashMap::new();
+                let mut generations = 0_u64;
+                let mut sent: Vec<(u64, i32, i64)> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Publish { partition, key, tombstone } => {
+                            let index = usize::try_from(partition).unwrap();
+                            let offset = match key {
+                                Some(key) => log.publish_keyed(partition, Bytes::from(vec![key]), (!tombstone).then(|| payload("v"))).await,
+                                None => log.publish(partition, payload("v")).await,
+                            }.unwrap();
+                            proptest::prop_assert_eq!(offset, next_offset[index]);
+                            next_offset[index] += 1;
+                            retained[index].push((offset, key, tombstone));
+                            if let Some(&g) = generation.get(&partition) {
+                                sent.push((g, partition, offset));
+                            }
+                        }
+                        Op::Add { partition, start } => {
+                            handle.add(PartitionStart::new(partition, start));
+                            if !generation.contains_key(&partition) {
+                                generations += 1;
+                                generation.insert(partition, generations);
+                                let index = usize::try_from(partition).unwrap();
+                                for &(offset, _, _) in retained[index].iter().filter(|r| r.0 >= start) {
+                                    sent.push((generations, partition, offset));
+                                }
+                            }
+                        }
+                        Op::Remove { partition } => {
+                            handle.remove(partition);
+                            generation.remove(&partition);
+                        }
+                        Op::Compact => {
+                            log.compact();
+                            for records in &mut retained {
+                                let latest: HashMap<u8, i64> = records.iter().filter_map(|r| r.1.map(|k| (k, r.0))).collect();
+                                records.retain(|&(offset, key, tombstone)| match key {
+                                    None => true,
+                                    Some(key) => latest.get(&key) == Some(&offset) && !tombstone,
+                                });
+                            }
+                        }
+                    }
+                }
+                let expected: Vec<(i32, i64)> = sent
+                    .into_iter()
+                    .filter(|(g, partition, _)| generation.get(partition) == Some(g))
+                    .map(|(_, partition, offset)| (partition, offset))
+                    .collect();
+                // Closing ends the stream once the queue is read.
+                log.close();
+                let mut seen = Vec::new();
+                while let Some(record) = stream.next().await {
+                    seen.push((record.partition, record.offset));
+                }
+                proptest::prop_assert_eq!(seen, expected);
+                let lows = log.low_water_marks().await.unwrap();
+                for (index, records) in retained.iter().enumerate() {
+                    proptest::prop_assert_eq!(lows[index], records.first().map_or(next_offset[index], |r| r.0));
+                }
+                Ok(())
+            })?;
+        }
+    }
 }
