@@ -148,16 +148,14 @@ impl Log {
         Arc::clone(segs.last().unwrap_or_else(|| unreachable_empty()))
     }
 
-    /// Segment holding `offset` (the last with base <= offset) and the ones after it.
-    fn segments_from(&self, offset: i64) -> Vec<Arc<Segment>> {
-        let segs = self
-            .segments
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let idx = segs
-            .partition_point(|s| s.base_offset() <= offset)
-            .saturating_sub(1);
-        segs.get(idx..).map(<[_]>::to_vec).unwrap_or_default()
+    /// Segment holding `offset` (the last with base <= offset) and the ones
+    /// after it, cloned one at a time so a read does not copy the whole list.
+    pub(crate) fn segments_from(&self, offset: i64) -> SegmentCursor<'_> {
+        SegmentCursor {
+            log: self,
+            offset,
+            last_base: None,
+        }
     }
 
     /// Log start offset.
@@ -545,7 +543,7 @@ impl Log {
     /// periodic checkpoint), not on every flush: a stale recovery point only
     /// makes recovery validate more.
     fn flush_locked(&self, inner: &mut Inner, now: i64) -> Result<(), LogError> {
-        let segs = self.segments_from(inner.recovery_point);
+        let segs: Vec<_> = self.segments_from(inner.recovery_point).collect();
         let n = segs.len();
         for (i, seg) in segs.iter().enumerate() {
             // The active segment (which holds the recovery point) is always
@@ -928,6 +926,34 @@ impl Log {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.closed.store(true, Ordering::Release);
         std::fs::remove_dir_all(&self.dir).map_err(LogError::io(&self.dir))
+    }
+}
+
+/// Iterator behind [`Log::segments_from`].
+pub(crate) struct SegmentCursor<'a> {
+    log: &'a Log,
+    offset: i64,
+    last_base: Option<i64>,
+}
+
+impl Iterator for SegmentCursor<'_> {
+    type Item = Arc<Segment>;
+
+    fn next(&mut self) -> Option<Arc<Segment>> {
+        let segs = self
+            .log
+            .segments
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let idx = match self.last_base {
+            None => segs
+                .partition_point(|s| s.base_offset() <= self.offset)
+                .saturating_sub(1),
+            Some(base) => segs.partition_point(|s| s.base_offset() <= base),
+        };
+        let seg = segs.get(idx).map(Arc::clone)?;
+        self.last_base = Some(seg.base_offset());
+        Some(seg)
     }
 }
 

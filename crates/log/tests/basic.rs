@@ -150,3 +150,51 @@ fn topic_id_mismatch_is_refused() {
         .unwrap_err();
     check!(err.kafka_error_code() == 103);
 }
+
+#[test]
+fn readers_see_whole_batches_while_appending() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let log = Arc::new(open(dir.path(), LogConfig { segment_bytes: 64 * 1024, ..small_config() }, &clock));
+    let writer = {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for i in 0..1500 {
+                log.append_as_leader(batch(1 + i % 4, 100, i as i64), LeaderEpoch(0)).unwrap();
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2)
+        .map(|t| {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                let mut o = 0i64;
+                while reads < 3000 {
+                    let leo = log.log_end_offset();
+                    if leo == 0 {
+                        continue;
+                    }
+                    o = (o * 31 + 7 + t) % leo;
+                    let r = log.read(o, 2000, i64::MAX, true).unwrap();
+                    let mut next = None;
+                    let scan = krabka_log::batch::BatchScan::new(&r.records, true);
+                    for (_, h) in scan {
+                        if let Some(n) = next {
+                            assert_eq!(h.base_offset, n);
+                        } else {
+                            assert!(h.base_offset <= o && o <= h.last_offset());
+                        }
+                        next = Some(h.next_offset());
+                    }
+                    assert!(next.is_some(), "offset {o} below leo {leo} returned nothing");
+                    reads += 1;
+                }
+            })
+        })
+        .collect();
+    writer.join().unwrap();
+    for r in readers {
+        r.join().unwrap();
+    }
+}
