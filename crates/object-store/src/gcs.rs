@@ -171,7 +171,7 @@ impl GcsConfig {
 
 #[cfg(test)]
 mod tests {
-    use assert2::let_assert;
+    use assert2::assert;
 
     use super::*;
 
@@ -179,18 +179,18 @@ mod tests {
     fn missing_key_file_is_a_credentials_error() {
         let mut config = GcsConfig::new("b");
         config.credentials = GcsCredentials::ServiceAccountPath("/nonexistent/key.json".into());
-        let_assert!(Err(ObjectStoreError::Credentials(_)) = config.build());
+        assert!(let Err(ObjectStoreError::Credentials(_)) = config.build());
     }
 
     #[test]
     fn bad_json_key_is_a_credentials_error() {
         let mut config = GcsConfig::new("b");
         config.credentials = GcsCredentials::ServiceAccountJson("{not json".into());
-        let_assert!(Err(ObjectStoreError::Credentials(_)) = config.build());
+        assert!(let Err(ObjectStoreError::Credentials(_)) = config.build());
     }
 
     #[test]
     fn emulator_builds_without_network() {
-        let_assert!(Ok(_) = GcsConfig::emulator("b", "http://127.0.0.1:9").build());
+        assert!(let Ok(_) = GcsConfig::emulator("b", "http://127.0.0.1:9").build());
     }
 }

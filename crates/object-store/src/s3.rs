@@ -255,20 +255,20 @@ pub(crate) fn check_endpoint(endpoint: &str, allow_http: bool) -> Result<(), Obj
 
 #[cfg(test)]
 mod tests {
-    use assert2::{check, let_assert};
+    use assert2::{assert, check};
 
     use super::*;
 
     #[test]
     fn empty_bucket_is_refused() {
-        let_assert!(Err(ObjectStoreError::MissingBucket) = S3Config::new(" ").build());
+        assert!(let Err(ObjectStoreError::MissingBucket) = S3Config::new(" ").build());
     }
 
     #[test]
     fn plain_http_needs_allow_http() {
         let mut config = S3Config::local("b", "http://127.0.0.1:9");
         config.allow_http = false;
-        let_assert!(Err(ObjectStoreError::InvalidConfig(msg)) = config.build());
+        assert!(let Err(ObjectStoreError::InvalidConfig(msg)) = config.build());
         check!(msg.contains("allow_http"));
         config.allow_http = true;
         check!(config.build().is_ok());
@@ -280,14 +280,14 @@ mod tests {
         if let Some(c) = config.credentials.as_mut() {
             c.secret_access_key.clear();
         }
-        let_assert!(Err(ObjectStoreError::Credentials(_)) = config.build());
+        assert!(let Err(ObjectStoreError::Credentials(_)) = config.build());
     }
 
     #[test]
     fn tiny_parts_are_refused() {
         let mut config = S3Config::local("b", "http://127.0.0.1:9");
         config.multipart_chunk_size = 1024;
-        let_assert!(Err(ObjectStoreError::InvalidConfig(_)) = config.build());
+        assert!(let Err(ObjectStoreError::InvalidConfig(_)) = config.build());
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! - [`verify`]: [`verify_archive`], the full audit against an object store.
 //! - [`archiver`]: [`WormArchiver`], which writes protected objects and seals
 //!   manifests for `S3RemoteStorage`.
-//! - [`config`]: [`WormConfig`].
+//! - [`config`] holds [`WormConfig`].
 
 pub(crate) mod archiver;
 pub(crate) mod authenticate;

@@ -271,11 +271,11 @@ pub async fn verify_archive(
     Ok(report)
 }
 
+/// A parsed manifest and its stored size, or why it could not be read.
+type ManifestRead = Result<(SealedManifest, u64), String>;
+
 /// Reads one manifest, bounded by [`MAX_MANIFEST_BYTES`].
-async fn read_manifest(
-    store: &dyn ObjectStore,
-    meta: &ObjectMeta,
-) -> Result<(SealedManifest, u64), String> {
+async fn read_manifest(store: &dyn ObjectStore, meta: &ObjectMeta) -> ManifestRead {
     if meta.size > MAX_MANIFEST_BYTES {
         return Err(format!(
             "{} bytes exceed the {MAX_MANIFEST_BYTES}-byte limit",
@@ -322,7 +322,7 @@ async fn verify_partition(
         .map(|(_, m)| m)
         .collect();
     progress.add_total(manifest_metas.len() as u64);
-    let read: Vec<(String, Result<(SealedManifest, u64), String>)> = stream::iter(manifest_metas)
+    let read: Vec<(String, ManifestRead)> = stream::iter(manifest_metas)
         .map(|meta| async move {
             let name = meta.location.filename().unwrap_or_default().to_owned();
             let result = read_manifest(store, meta).await;
