@@ -25,7 +25,8 @@ use {
 struct Broker {
     child: Child,
     addr: String,
-    _dir: tempfile::TempDir,
+    bin: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Broker {
@@ -48,6 +49,22 @@ impl Broker {
             .port();
         let dir = tempfile::tempdir().unwrap();
         let addr = format!("127.0.0.1:{port}");
+        let child = Self::spawn(&bin, &addr, &dir).await;
+        Some(Self {
+            child,
+            addr,
+            bin,
+            dir,
+        })
+    }
+
+    /// `kill -9`, then start again on the same port and data directory.
+    async fn crash_and_restart(&mut self) {
+        self.child.kill().await.unwrap();
+        self.child = Self::spawn(&self.bin, &self.addr, &self.dir).await;
+    }
+
+    async fn spawn(bin: &PathBuf, addr: &str, dir: &tempfile::TempDir) -> Child {
         let child = Command::new(bin)
             .arg("serve")
             .arg("--override")
@@ -62,15 +79,11 @@ impl Broker {
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(&addr).await.is_err() {
+        while tokio::net::TcpStream::connect(addr).await.is_err() {
             assert!(Instant::now() < deadline, "krabka did not listen on {addr}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Some(Self {
-            child,
-            addr,
-            _dir: dir,
-        })
+        child
     }
 
     async fn client(&self) -> Client {
@@ -410,5 +423,51 @@ async fn transactions_commit_abort_and_fencing() {
         .map(|r| r.value.clone().unwrap())
         .collect();
     check!(values == vec![Bytes::from_static(b"committed")]);
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_producer_survives_a_broker_crash() {
+    let Some(mut broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    create(&client, &NewTopic::new("crash", 2)).await;
+    let config = ProducerConfig {
+        linger: Duration::from_millis(1),
+        ..Default::default()
+    };
+    let producer = Producer::new(client.clone(), config).await.unwrap();
+    let total = 6_000usize;
+    let mut futures = Vec::with_capacity(total);
+    for i in 0..total {
+        if i == total / 2 {
+            // Records are queued or in flight when the broker dies.
+            broker.crash_and_restart().await;
+        }
+        let record = ProducerRecord::keyed(format!("k{}", i % 10), format!("value-{i}"));
+        futures.push(producer.send("crash", None, record).await.unwrap());
+        if i % 500 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    producer.flush().await;
+    let mut failed = Vec::new();
+    for (i, f) in futures.into_iter().enumerate() {
+        if let Err(e) = f.await {
+            failed.push((i, e));
+        }
+    }
+    // Every record was retried until it was written...
+    check!(failed.is_empty(), "{:?}", failed.first());
+    // ...and is there exactly once.
+    let read = read_all(&client, "crash", 2, total).await;
+    let mut seen: BTreeMap<Bytes, usize> = BTreeMap::new();
+    for r in read.values().flatten() {
+        *seen.entry(r.value.clone().unwrap()).or_default() += 1;
+    }
+    check!(seen.len() == total);
+    check!(seen.values().all(|&n| n == 1));
+    producer.close().await;
     broker.stop().await;
 }
