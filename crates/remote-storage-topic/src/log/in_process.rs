@@ -833,9 +833,9 @@ mod tests {
                         }
                         Op::Add { partition, start } => {
                             handle.add(PartitionStart::new(partition, start));
-                            if !generation.contains_key(&partition) {
+                            if let std::collections::hash_map::Entry::Vacant(slot) = generation.entry(partition) {
                                 generations += 1;
-                                generation.insert(partition, generations);
+                                slot.insert(generations);
                                 let index = usize::try_from(partition).unwrap();
                                 for &(offset, _, _) in retained[index].iter().filter(|r| r.0 >= start) {
                                     sent.push((generations, partition, offset));
