@@ -242,6 +242,22 @@ impl Log {
             .summaries()
     }
 
+    /// Forgets producers idle for `expiration_ms` (Kafka's
+    /// `producer.id.expiration.ms`, default one day) that have no open
+    /// transaction; returns how many. The broker calls this periodically.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Closed`] if the log is closed.
+    pub fn remove_expired_producers(&self, expiration_ms: u64) -> Result<usize, LogError> {
+        let mut inner = self.lock_inner()?;
+        let horizon = self
+            .clock
+            .now_ms()
+            .saturating_sub(i64::try_from(expiration_ms).unwrap_or(i64::MAX));
+        Ok(inner.producers.remove_expired(horizon))
+    }
+
     /// Appends v2 record batches exactly as a client sent them (raw
     /// ProduceRequest records), as the partition leader.
     ///
@@ -276,6 +292,16 @@ impl Log {
                     size: header.size(),
                     max: u64::from(config.max_message_bytes),
                 });
+            }
+            if config.cleanup_policy.compacts() {
+                // Kafka's LogValidator: a compacted topic needs a key on every record.
+                let size = header.size() as usize;
+                let records = batch::decode_records(rest.get(..size).unwrap_or_default())?;
+                if records.iter().any(|r| r.key.is_none()) {
+                    return Err(LogError::invalid(
+                        "compacted topic cannot accept message without key",
+                    ));
+                }
             }
             headers.push((at, header));
             at += header.size() as usize;

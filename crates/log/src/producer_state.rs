@@ -350,6 +350,15 @@ impl ProducerStateManager {
         self.commit(pending);
     }
 
+    /// Removes producers without an open transaction whose last append is
+    /// older than `horizon_ms`; returns how many.
+    pub fn remove_expired(&mut self, horizon_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers
+            .retain(|_, e| e.current_txn_first_offset.is_some() || e.last_timestamp >= horizon_ms);
+        before - self.producers.len()
+    }
+
     /// Drops everything (before a full rebuild).
     pub fn clear(&mut self) {
         self.producers.clear();
@@ -462,7 +471,7 @@ impl ProducerStateManager {
             entry.last_timestamp = timestamp;
             if last_offset >= 0 {
                 entry.batches.push_back(BatchMetadata {
-                    first_seq: last_seq.wrapping_sub(delta).max(0),
+                    first_seq: last_seq.wrapping_sub(delta),
                     last_seq,
                     first_offset: last_offset - i64::from(delta),
                     last_offset,

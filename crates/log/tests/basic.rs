@@ -155,12 +155,20 @@ fn topic_id_mismatch_is_refused() {
 fn readers_see_whole_batches_while_appending() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(0));
-    let log = Arc::new(open(dir.path(), LogConfig { segment_bytes: 64 * 1024, ..small_config() }, &clock));
+    let log = Arc::new(open(
+        dir.path(),
+        LogConfig {
+            segment_bytes: 64 * 1024,
+            ..small_config()
+        },
+        &clock,
+    ));
     let writer = {
         let log = Arc::clone(&log);
         std::thread::spawn(move || {
             for i in 0..1500 {
-                log.append_as_leader(batch(1 + i % 4, 100, i as i64), LeaderEpoch(0)).unwrap();
+                log.append_as_leader(batch(1 + i % 4, 100, i as i64), LeaderEpoch(0))
+                    .unwrap();
             }
         })
     };
@@ -187,7 +195,10 @@ fn readers_see_whole_batches_while_appending() {
                         }
                         next = Some(h.next_offset());
                     }
-                    assert!(next.is_some(), "offset {o} below leo {leo} returned nothing");
+                    assert!(
+                        next.is_some(),
+                        "offset {o} below leo {leo} returned nothing"
+                    );
                     reads += 1;
                 }
             })

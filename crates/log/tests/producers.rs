@@ -178,3 +178,44 @@ fn transactions_markers_lso_and_txnindex() {
     );
     check!(std::fs::read(&log.segments()[0].txn_index_path).unwrap()[..34] == want[..]);
 }
+
+#[test]
+fn idle_producers_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let log = open(dir.path(), small_config(), &clock);
+    log.append_as_leader(pbatch(1, 0, 0, 1, false), LeaderEpoch(0))
+        .unwrap(); // ts 5
+    log.append_as_leader(pbatch(2, 0, 0, 1, true), LeaderEpoch(0))
+        .unwrap(); // open txn
+    clock.set(100_000);
+    check!(log.remove_expired_producers(1_000).unwrap() == 1);
+    check!(
+        log.producers()
+            .iter()
+            .map(|p| p.producer_id)
+            .collect::<Vec<_>>()
+            == vec![ProducerId(2)]
+    );
+}
+
+#[test]
+fn compacted_topics_need_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let cfg = krabka_log::LogConfig {
+        cleanup_policy: krabka_log::CleanupPolicy::Compact,
+        ..small_config()
+    };
+    let log = open(dir.path(), cfg, &clock);
+    check!(
+        log.append_as_leader(batch(1, 10, 0), LeaderEpoch(0))
+            .unwrap_err()
+            .kafka_error_code()
+            == 87
+    );
+    check!(
+        log.append_as_leader(keyed("k", Some("v"), 0), LeaderEpoch(0))
+            .is_ok()
+    );
+}
