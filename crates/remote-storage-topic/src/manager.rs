@@ -155,6 +155,8 @@ struct Inner {
 #[derive(Default)]
 struct State {
     closed: bool,
+    /// The log's stream ended (the log was closed): nothing more is applied.
+    stream_ended: bool,
     user_partitions: HashSet<TopicIdPartition>,
     metadata: HashMap<i32, MetadataPartition>,
     rejections: VecDeque<Rejection>,
@@ -348,7 +350,7 @@ impl Inner {
         blocking(|| {
             let mut state = self.lock();
             loop {
-                if state.closed {
+                if state.closed || state.stream_ended {
                     return Err(RemoteStorageError::Closed);
                 }
                 let Some(consumed) = state.metadata.get(&metadata_partition) else {
@@ -599,6 +601,8 @@ async fn consume(inner: Arc<Inner>, mut stream: MetadataEventStream) {
         }
     }
     tracing::debug!("the metadata log stream ended");
+    inner.lock().stream_ended = true;
+    inner.changed.notify_all();
 }
 
 impl TopicBasedRemoteLogMetadataManager {

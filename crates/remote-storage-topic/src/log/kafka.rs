@@ -249,10 +249,14 @@ impl KafkaMetadataEventLog {
     ///
     /// # Errors
     ///
+    /// [`MetadataLogError::Other`] outside a Tokio runtime, and
     /// [`MetadataLogError::Transport`] when the cluster cannot be reached
     /// within `delivery_timeout`, refuses to create the topic, or the topic
     /// never gets leaders.
     pub async fn connect(config: KafkaMetadataEventLogConfig) -> Result<Self, MetadataLogError> {
+        let runtime = Handle::try_current().map_err(|_| {
+            MetadataLogError::Other("the Kafka metadata log needs a Tokio runtime".into())
+        })?;
         let deadline = Instant::now() + config.delivery_timeout;
         let mut backoff = Backoff::new(&config);
         let client = loop {
@@ -283,7 +287,7 @@ impl KafkaMetadataEventLog {
                 producer,
                 config,
                 partition_count,
-                runtime: Handle::current(),
+                runtime,
             }),
         })
     }

@@ -723,6 +723,20 @@ fn a_closed_manager_refuses_every_call() {
     check!(!rlmm.is_ready(&orders));
 }
 
+#[test]
+fn a_closed_log_fails_writes_at_once() {
+    let runtime = runtime();
+    let (fixture, log) = in_process();
+    let rlmm = manager(&log, &runtime, TopicBasedRlmmConfig::default());
+    let orders = tp(1, 0);
+    rlmm.on_partition_leadership_changes(std::slice::from_ref(&orders), &[])
+        .unwrap();
+    wait_until("ready", || rlmm.is_ready(&orders));
+    fixture.close();
+    assert!(let Err(RemoteStorageError::Closed) = rlmm.add_remote_log_segment_metadata(segment(&orders, 1, 0, 9)));
+    rlmm.close().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_from_a_runtime_worker_block_in_place() {
     let (_, log) = in_process();
