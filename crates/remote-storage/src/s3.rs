@@ -13,9 +13,12 @@
 //! The SPI is synchronous and `object_store` is async. By default the
 //! storage owns a small multi-threaded Tokio runtime (two workers) and
 //! blocks on it; [`S3RemoteStorage::with_runtime`] runs on a runtime the
-//! caller passes instead. Either way the SPI methods must be called from a
-//! thread that is not driving async tasks (the broker calls them inside
-//! `spawn_blocking`, which is such a thread).
+//! caller passes instead. The methods may be called from any thread: from
+//! plain threads they block directly, and from inside a Tokio context (an
+//! async task or a `spawn_blocking` thread, where blocking on a runtime
+//! would panic) they block on a short-lived helper thread. A borrowed
+//! *current-thread* runtime must not be the one whose task makes the call,
+//! since that task's thread is the only one that could drive it.
 //!
 //! # Custom metadata
 //!
@@ -188,16 +191,42 @@ pub(crate) async fn upload_file_multipart(
     })
 }
 
-enum Rt {
-    Owned(Runtime),
-    Borrowed(Handle),
+/// The runtime the async object-store calls run on: always a handle, and
+/// the runtime itself when the storage owns it.
+struct Rt {
+    handle: Handle,
+    owned: Option<Runtime>,
+}
+
+impl Drop for Rt {
+    fn drop(&mut self) {
+        // A runtime dropped the ordinary way blocks, which panics inside an
+        // async context; nothing of ours outlives the storage, so stop it
+        // without waiting.
+        if let Some(rt) = self.owned.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Rt {
-    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        match self {
-            Self::Owned(rt) => rt.block_on(f),
-            Self::Borrowed(handle) => handle.block_on(f),
+    fn block_on<F>(&self, f: F) -> F::Output
+    where
+        F: std::future::Future + Send,
+        F::Output: Send,
+    {
+        if Handle::try_current().is_ok() {
+            // Inside a runtime context (an async task, or a `spawn_blocking`
+            // thread): blocking directly would panic in an async task, so
+            // block on a scoped helper thread instead.
+            std::thread::scope(|scope| {
+                scope
+                    .spawn(|| self.handle.block_on(f))
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+        } else {
+            self.handle.block_on(f)
         }
     }
 }
@@ -242,7 +271,13 @@ impl S3RemoteStorage {
             .enable_all()
             .build()
             .map_err(|e| backend(format!("cannot start the object-store runtime: {e}")))?;
-        Self::start(config, Rt::Owned(runtime))
+        Self::start(
+            config,
+            Rt {
+                handle: runtime.handle().clone(),
+                owned: Some(runtime),
+            },
+        )
     }
 
     /// As [`new`](Self::new), on the caller's runtime.
@@ -254,16 +289,19 @@ impl S3RemoteStorage {
         config: ObjectStoreConfig,
         handle: Handle,
     ) -> Result<Self, RemoteStorageError> {
-        Self::start(config, Rt::Borrowed(handle))
+        Self::start(
+            config,
+            Rt {
+                handle,
+                owned: None,
+            },
+        )
     }
 
     fn start(config: ObjectStoreConfig, runtime: Rt) -> Result<Self, RemoteStorageError> {
         let store = {
             // Clients built inside the runtime bind their connection pool to it.
-            let _guard = match &runtime {
-                Rt::Owned(rt) => rt.enter(),
-                Rt::Borrowed(h) => h.enter(),
-            };
+            let _guard = runtime.handle.enter();
             config.build().map_err(backend)?
         };
         runtime

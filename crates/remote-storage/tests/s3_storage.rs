@@ -197,3 +197,31 @@ fn gcs_missing_bucket_is_a_clear_error() {
     let err = S3RemoteStorage::new(ObjectStoreConfig::Gcs(config)).unwrap_err();
     check!(err.to_string().contains("\"nope\" does not exist"), "{err}");
 }
+
+#[tokio::test]
+async fn usable_and_droppable_inside_an_async_context() {
+    let server = moto();
+    create_plain_bucket(&server, "tier");
+    let storage = S3RemoteStorage::new(ObjectStoreConfig::S3(s3_config(&server, "tier"))).unwrap();
+    let seg = segment(&partition(1), 0, 9, 1000, false);
+    storage
+        .copy_log_segment_data(&seg.metadata, &seg.data)
+        .unwrap();
+    let got = storage
+        .fetch_log_segment(&seg.metadata, BytePosition(0), None)
+        .unwrap();
+    check!(got.as_ref() == seg.log.as_slice());
+    // A caller-owned runtime works the same from a blocking thread.
+    let handle = tokio::runtime::Handle::current();
+    let config = ObjectStoreConfig::S3(s3_config(&server, "tier"));
+    let fetched = tokio::task::spawn_blocking(move || {
+        let borrowed = S3RemoteStorage::with_runtime(config, handle).unwrap();
+        borrowed
+            .fetch_index(&seg.metadata, IndexType::Offset)
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    check!(fetched.len() == 128);
+    drop(storage);
+}
