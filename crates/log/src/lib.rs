@@ -11,6 +11,13 @@
 //! Kafka writes, so tiered storage can copy them verbatim and Kafka's tools
 //! can read them.
 //!
+//! Kafka keeps the log start offset, recovery point and cleaner offset in
+//! checkpoint files shared by a whole log dir; a Krabka partition directory is
+//! self-contained and keeps them in `krabka-log-start-offset`,
+//! `krabka-recovery-point` and `krabka-cleaner-offset` (see
+//! [`checkpoint`]), plus a `.kafka_cleanshutdown` marker after a clean close.
+//! Kafka ignores these files when it loads the directory.
+//!
 //! The entry point is [`Log`]; [`LogCleaner`] compacts logs with
 //! `cleanup.policy=compact`. All I/O is synchronous `std::fs`; async callers
 //! use `spawn_blocking` or dedicated threads.

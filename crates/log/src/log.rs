@@ -451,16 +451,23 @@ impl Log {
             offset,
             now,
         );
-        self.log_end_offset.store(offset + 1, Ordering::Release);
-        self.update_lso(inner);
+        // The aborted range is indexed before the marker becomes visible
+        // (LEO / LSO), so a read_committed fetch that sees the marker also
+        // sees the aborted transaction.
         if completed.aborted {
+            let lso_after = inner
+                .producers
+                .first_unstable_offset()
+                .unwrap_or(offset + 1);
             active.txn_index.append(AbortedTxnEntry {
                 producer_id: pid,
                 first_offset: completed.first_offset,
                 last_offset: offset,
-                last_stable_offset: self.last_stable_offset(),
+                last_stable_offset: lso_after,
             })?;
         }
+        self.log_end_offset.store(offset + 1, Ordering::Release);
+        self.update_lso(inner);
         self.lock_epochs().assign(leader_epoch, offset)?;
         inner.unflushed_messages += 1;
         self.maybe_flush(inner, &config, now)?;
