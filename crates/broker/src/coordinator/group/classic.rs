@@ -485,11 +485,15 @@ fn replace_static_member(
         group.leader = Some(new_id.clone());
     }
     match group.state {
-        GroupState::Stable if !protocols_changed && (!was_leader || params.version >= 9) => {
+        GroupState::Stable if !protocols_changed => {
             // Same subscription: keep the generation and the assignment; the
-            // new id must be durable before the member relies on it.
+            // new id must be durable before the member relies on it. A
+            // returning leader gets the member list; from v9 it is told to
+            // skip the assignment, before that its SyncGroup in Stable just
+            // returns the current one.
             effects.write_group(group, now);
-            JoinStart::Done(current_outcome(group, &new_id, was_leader, was_leader))
+            let skip = was_leader && params.version >= 9;
+            JoinStart::Done(current_outcome(group, &new_id, was_leader, skip))
         }
         _ => update_member_and_rebalance(group, &new_id, params, config, now, effects),
     }

@@ -1460,3 +1460,59 @@ async fn responses_encode_at_every_version() {
     let req = OffsetDeleteRequest::default().with_group_id(GroupId(sb("s")));
     encodes(&h.coord.offset_delete(&ctx(0), req).await, 0);
 }
+
+#[tokio::test]
+async fn static_leader_restart_gets_members_but_no_rebalance() {
+    let h = harness().await;
+    let ja = spawn_join(&h, 5, static_join("g", "", "inst-a"));
+    settle().await;
+    let jb = spawn_join(&h, 5, static_join("g", "", "inst-b"));
+    settle().await;
+    let joins = [ja, jb];
+    advance_until_joined(&h, &joins).await;
+    let [ja, jb] = joins;
+    let (ra, rb) = (ja.await.unwrap(), jb.await.unwrap());
+    let generation = ra.generation_id;
+    let leader = ra.leader.as_str().to_owned();
+    let (leader_instance, follower) = if leader == ra.member_id.as_str() {
+        ("inst-a", rb.member_id.as_str().to_owned())
+    } else {
+        ("inst-b", ra.member_id.as_str().to_owned())
+    };
+    let fs = spawn_sync(&h, sync_req("g", &follower, generation, &[]));
+    settle().await;
+    h.coord
+        .sync_group(
+            &ctx(5),
+            sync_req(
+                "g",
+                &leader,
+                generation,
+                &[(&leader, b"L"), (&follower, b"F")],
+            ),
+        )
+        .await;
+    fs.await.unwrap();
+    for version in [5, 9] {
+        let rejoin = h
+            .coord
+            .join_group(&ctx(version), static_join("g", "", leader_instance))
+            .await;
+        assert_eq!(rejoin.error_code, 0);
+        assert_eq!(rejoin.generation_id, generation);
+        assert_eq!(rejoin.leader, rejoin.member_id, "still the leader");
+        assert_eq!(rejoin.members.len(), 2);
+        assert_eq!(rejoin.skip_assignment, version >= 9);
+        // Its SyncGroup in Stable returns the assignment it already had.
+        let new_id = rejoin.member_id.as_str().to_owned();
+        let sync = h
+            .coord
+            .sync_group(
+                &ctx(5),
+                sync_req("g", &new_id, generation, &[(&new_id, b"other")]),
+            )
+            .await;
+        assert_eq!(sync.assignment.as_ref(), b"L");
+        assert_eq!(state_of(&h, "g"), Some((GroupState::Stable, generation, 2)));
+    }
+}

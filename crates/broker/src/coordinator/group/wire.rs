@@ -10,6 +10,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::OffsetCommitResponse;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
     ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
     JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
@@ -112,7 +117,8 @@ pub async fn handle(
             encode_response(api_key, version, id, &c.leave_group(&ctx, r).await)
         }
         GroupRequest::OffsetCommit(r) => {
-            encode_response(api_key, version, id, &c.offset_commit(&ctx, r).await)
+            let response = commit_known_partitions(broker, c, &ctx, r).await;
+            encode_response(api_key, version, id, &response)
         }
         GroupRequest::OffsetFetch(r) => {
             encode_response(api_key, version, id, &c.offset_fetch(&ctx, r).await)
@@ -130,4 +136,44 @@ pub async fn handle(
             encode_response(api_key, version, id, &c.delete_groups(&ctx, r).await)
         }
     }
+}
+
+/// OffsetCommit as Kafka's request handler runs it: partitions of topics
+/// this broker does not have are answered `UNKNOWN_TOPIC_OR_PARTITION`
+/// without reaching the coordinator; the rest are committed.
+async fn commit_known_partitions(
+    broker: &Broker,
+    coordinator: &super::GroupCoordinator,
+    ctx: &RequestContext,
+    mut request: OffsetCommitRequest,
+) -> OffsetCommitResponse {
+    let mut unknown: Vec<(kafka_protocol::messages::TopicName, i32)> = Vec::new();
+    for topic in &mut request.topics {
+        topic.partitions.retain(|p| {
+            let known = broker
+                .partitions
+                .get(topic.name.0.as_str(), p.partition_index)
+                .is_some();
+            if !known {
+                unknown.push((topic.name.clone(), p.partition_index));
+            }
+            known
+        });
+    }
+    request.topics.retain(|t| !t.partitions.is_empty());
+    let mut response = coordinator.offset_commit(ctx, request).await;
+    for (name, partition) in unknown {
+        let answer = OffsetCommitResponsePartition::default()
+            .with_partition_index(partition)
+            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+        match response.topics.iter_mut().find(|t| t.name == name) {
+            Some(t) => t.partitions.push(answer),
+            None => response.topics.push(
+                OffsetCommitResponseTopic::default()
+                    .with_name(name)
+                    .with_partitions(vec![answer]),
+            ),
+        }
+    }
+    response
 }
