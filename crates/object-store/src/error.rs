@@ -74,3 +74,31 @@ impl ObjectStoreError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use assert2::assert;
+
+    use super::*;
+
+    fn generic(message: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: message.to_owned().into(),
+        }
+    }
+
+    #[test]
+    fn classifies_store_errors() {
+        assert!(let ObjectStoreError::BucketNotFound { .. } =
+            ObjectStoreError::from_store("b", generic("404 Not Found: <Code>NoSuchBucket</Code>")));
+        assert!(let ObjectStoreError::AccessDenied { .. } =
+            ObjectStoreError::from_store("b", generic("403 Forbidden: <Code>InvalidAccessKeyId</Code>")));
+        assert!(let ObjectStoreError::Request { .. } =
+            ObjectStoreError::from_store("b", generic("connection refused")));
+        assert!(let ObjectStoreError::BucketNotFound { .. } = ObjectStoreError::from_store(
+            "b",
+            object_store::Error::NotFound { path: "x".into(), source: "gone".into() }
+        ));
+    }
+}
