@@ -2,7 +2,7 @@
 //! keep the role in the background, resign, and watch leadership change.
 //!
 //! [`Coordinator::campaign`] registers the member and starts one background
-//! task that applies the [`succession`](crate::succession) rules in a loop:
+//! task that applies the [`crate::succession`] rules in a loop:
 //! as a standby it re-reads the role's records, waits for its challenge time
 //! and challenges; as the holder it renews its lease and steps down on the
 //! first fence. The [`Campaign`] handle only talks to that task (a watch for

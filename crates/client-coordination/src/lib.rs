@@ -15,6 +15,8 @@
 //!   elected, renew in the background, resign, watch changes;
 //! * [`broker`] — [`broker::BrokerTransport`], the seam over `krabka-client`.
 
+#![warn(missing_docs)]
+
 #[cfg(test)]
 mod sim;
 
@@ -27,7 +29,10 @@ pub mod succession;
 pub mod transport;
 
 pub use error::CoordinationError;
-pub use leadership::{Campaign, Coordinator, LeadershipChange};
+pub use leadership::{
+    Authority, Campaign, Clock, Coordinator, LeadershipChange, LeadershipChanges, MemberState,
+    SystemClock,
+};
 pub use record::{
     CoordinationKey, CoordinationRecord, FencingToken, Lease, MemberId, Registration, Role,
 };

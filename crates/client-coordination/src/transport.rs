@@ -28,6 +28,12 @@
 
 use async_trait::async_trait;
 
+// The module docs name `broker::BrokerTransport`; bring `broker` into scope
+// for rustdoc only.
+#[cfg(all(doc, feature = "broker"))]
+#[allow(unused_imports)]
+use crate::broker;
+
 use crate::{
     error::CoordinationError,
     record::{CoordinationKey, CoordinationRecord, FencingToken, Lease, MemberId, Role},
