@@ -928,6 +928,118 @@ mod tests {
         check!(error.to_string() == "the campaign for role controller has stopped");
     }
 
+    /// The holder's path scripted call by call on the bare mock: elected,
+    /// its first renewal is fenced, it writes nothing more under that token,
+    /// and it registers again because the rules put it out of the line.
+    #[tokio::test(start_paused = true)]
+    async fn the_holder_steps_down_on_the_first_fence_and_registers_again() {
+        use crate::{
+            record::{CoordinationKey, CoordinationRecord, Registration},
+            transport::MockCoordinationTransport,
+        };
+        let registration = |offset: i64, member: &str| {
+            (
+                offset,
+                CoordinationKey::registration(role(), m(member)),
+                CoordinationRecord::Registration(Registration {
+                    member: m(member),
+                    registered_at: 0,
+                }),
+            )
+        };
+        let lease = |offset: i64, member: &str, epoch: i16| {
+            (
+                offset,
+                CoordinationKey::lease(role()),
+                CoordinationRecord::Lease(Lease {
+                    member: m(member),
+                    token: FencingToken::new(4242, epoch).unwrap(),
+                    granted_at: 0,
+                    // b's lease outlives the test, so a only waits.
+                    deadline: i64::MAX / 2,
+                }),
+            )
+        };
+        let after_fence = vec![
+            registration(0, "a"),
+            registration(1, "b"),
+            lease(2, "a", 0),
+            lease(3, "b", 1),
+        ];
+        let mut at_tail = after_fence.clone();
+        at_tail.push(registration(4, "a"));
+
+        let mut mock = MockCoordinationTransport::new();
+        let mut order = mockall::Sequence::new();
+        mock.expect_register()
+            .times(1)
+            .in_sequence(&mut order)
+            .returning(|_, _| Ok(()));
+        let first_read = vec![registration(0, "a")];
+        mock.expect_read_role_records()
+            .times(1)
+            .in_sequence(&mut order)
+            .returning(move |_| Ok(first_read.clone()));
+        mock.expect_acquire_epoch()
+            .times(1)
+            .in_sequence(&mut order)
+            .returning(|_| Ok(FencingToken::new(4242, 0).unwrap()));
+        mock.expect_write_lease()
+            .times(1)
+            .in_sequence(&mut order)
+            .returning(|_, _, _| Ok(()));
+        mock.expect_write_lease()
+            .times(1)
+            .in_sequence(&mut order)
+            .returning(|role, _, _| Err(CoordinationError::Fenced { role: role.clone() }));
+        mock.expect_read_role_records()
+            .times(1)
+            .in_sequence(&mut order)
+            .returning(move |_| Ok(after_fence.clone()));
+        mock.expect_register()
+            .times(1)
+            .in_sequence(&mut order)
+            .returning(|_, _| Ok(()));
+        mock.expect_read_role_records()
+            .returning(move |_| Ok(at_tail.clone()));
+
+        let a = coordinator(mock).campaign(role(), m("a")).await.unwrap();
+        let mut changes = a.changes();
+        let token = FencingToken::new(4242, 0).unwrap();
+        let mut seen = Vec::new();
+        while let Some(change) = changes.next().await {
+            seen.push(change);
+            if seen.len() == 5 {
+                break;
+            }
+        }
+        // A mock call out of order would panic the task and end the stream early.
+        check!(
+            seen == [
+                LeadershipChange::Registered,
+                LeadershipChange::Elected {
+                    token,
+                    deadline: seen
+                        .iter()
+                        .find_map(|c| match c {
+                            LeadershipChange::Elected { deadline, .. } => Some(*deadline),
+                            _ => None,
+                        })
+                        .unwrap(),
+                },
+                LeadershipChange::Deposed { token },
+                LeadershipChange::LeaderObserved {
+                    member: m("b"),
+                    token: FencingToken::new(4242, 1).unwrap(),
+                    deadline: i64::MAX / 2,
+                },
+                LeadershipChange::Registered,
+            ]
+        );
+        pass(2_000).await;
+        check!(a.state() == MemberState::Standby);
+    }
+
     #[test]
     fn invalid_timing_is_refused() {
         let cluster = SimCluster::new();
