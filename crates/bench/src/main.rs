@@ -579,29 +579,60 @@ async fn consume(args: ConsumeArgs) -> Result<Report, ClientError> {
     let start = Instant::now();
     let mut total: u64 = 0;
     let mut payload_bytes: u64 = 0;
+    // The next fetch goes out as soon as a response is in; decoding runs on
+    // other tasks meanwhile, at most `MAX_DECODING` responses behind.
+    const MAX_DECODING: usize = 4;
+    let mut decoding = std::collections::VecDeque::new();
+    let mut settle = |counts: Result<(u64, u64), ClientError>| -> Result<(), ClientError> {
+        let (n, bytes) = counts?;
+        total += n;
+        payload_bytes += bytes;
+        counters.records.fetch_add(n, Ordering::Relaxed);
+        counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    };
+    let mut fetched_records: u64 = 0;
     loop {
         positions.retain(|p| p.offset < end_of(p.partition));
-        if positions.is_empty() || total >= limit || deadline.is_some_and(|d| Instant::now() >= d) {
+        if positions.is_empty()
+            || fetched_records >= limit
+            || deadline.is_some_and(|d| Instant::now() >= d)
+        {
             break;
         }
-        let results = client.fetch(&positions, &config).await?;
+        let results = client.fetch_raw(&positions, &config).await?;
         for (position, result) in positions.iter_mut().zip(results) {
-            let fetched = result?;
-            let n = fetched.records.len() as u64;
-            let bytes: u64 = fetched
-                .records
-                .iter()
-                .map(|r| {
-                    (r.value.as_ref().map_or(0, Bytes::len) + r.key.as_ref().map_or(0, Bytes::len))
-                        as u64
-                })
-                .sum();
-            total += n;
-            payload_bytes += bytes;
-            counters.records.fetch_add(n, Ordering::Relaxed);
-            counters.bytes.fetch_add(bytes, Ordering::Relaxed);
-            position.offset = fetched.next_offset;
+            let raw = result?;
+            let next = raw.next_offset();
+            fetched_records += u64::try_from(next - position.offset).unwrap_or(0);
+            position.offset = next;
+            decoding.push_back(tokio::spawn(async move {
+                let fetched = raw.decode()?;
+                let bytes: u64 = fetched
+                    .records
+                    .iter()
+                    .map(|r| {
+                        (r.value.as_ref().map_or(0, Bytes::len)
+                            + r.key.as_ref().map_or(0, Bytes::len)) as u64
+                    })
+                    .sum();
+                Ok::<_, ClientError>((fetched.records.len() as u64, bytes))
+            }));
         }
+        while decoding.len() > MAX_DECODING {
+            if let Some(task) = decoding.pop_front() {
+                settle(
+                    task.await
+                        .map_err(|e| ClientError::Closed(format!("decoder: {e}")))?,
+                )?;
+            }
+        }
+    }
+    while let Some(task) = decoding.pop_front() {
+        settle(
+            task.await
+                .map_err(|e| ClientError::Closed(format!("decoder: {e}")))?,
+        )?;
     }
     let elapsed = start.elapsed();
     ticker.abort();

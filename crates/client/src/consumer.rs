@@ -11,8 +11,11 @@ use {
     crate::{
         Client, ClientError,
         admin::{duration_ms, topic_name},
-        records::{AbortedTransaction, ConsumerRecord, IsolationLevel, decode_fetched},
+        records::{
+            AbortedTransaction, ConsumerRecord, IsolationLevel, decode_fetched, next_fetch_offset,
+        },
     },
+    bytes::Bytes,
     kafka_protocol::messages::{
         ApiKey, FetchRequest,
         fetch_request::{FetchPartition, FetchTopic},
@@ -80,9 +83,69 @@ pub struct FetchedPartition {
     pub bytes: usize,
 }
 
+/// One partition's fetched batches, not yet decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawFetchedPartition {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+    /// The offset the fetch asked for.
+    pub fetch_offset: i64,
+    /// The isolation level of the fetch.
+    pub isolation: IsolationLevel,
+    /// The aborted transactions the broker listed (read_committed).
+    pub aborted: Vec<AbortedTransaction>,
+    /// The record batches as received (may end in a partial batch).
+    pub records: Bytes,
+    /// The partition's high watermark.
+    pub high_watermark: i64,
+    /// The partition's last stable offset (-1 when the broker did not send it).
+    pub last_stable_offset: i64,
+    /// The partition's log start offset (-1 when unknown).
+    pub log_start_offset: i64,
+}
+
+impl RawFetchedPartition {
+    /// The offset to fetch next: past the last complete batch, or the fetch
+    /// offset when there was none. Reads only batch headers.
+    #[must_use]
+    pub fn next_offset(&self) -> i64 {
+        next_fetch_offset(&self.records).map_or(self.fetch_offset, |n| n.max(self.fetch_offset))
+    }
+
+    /// Decodes the batches into records (read_committed filtering included).
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Protocol`] for a batch that does not decode.
+    pub fn decode(self) -> Result<FetchedPartition, ClientError> {
+        let size = self.records.len();
+        let decoded = decode_fetched(
+            self.records,
+            self.fetch_offset,
+            self.isolation,
+            &self.aborted,
+        )?;
+        Ok(FetchedPartition {
+            topic: self.topic,
+            partition: self.partition,
+            records: decoded.records,
+            next_offset: decoded
+                .next_offset
+                .map_or(self.fetch_offset, |n| n.max(self.fetch_offset)),
+            high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset,
+            log_start_offset: self.log_start_offset,
+            bytes: size,
+        })
+    }
+}
+
 impl Client {
-    /// Fetches each partition once from its offset; one result per partition,
-    /// in the order given. Long-polls up to `config.max_wait` when no data is there.
+    /// Fetches each partition once from its offset and decodes the records;
+    /// one result per partition, in the order given. Long-polls up to
+    /// `config.max_wait` when no data is there.
     ///
     /// # Errors
     ///
@@ -94,6 +157,27 @@ impl Client {
         partitions: &[PartitionFetch],
         config: &ConsumerConfig,
     ) -> Result<Vec<Result<FetchedPartition, ClientError>>, ClientError> {
+        Ok(self
+            .fetch_raw(partitions, config)
+            .await?
+            .into_iter()
+            .map(|raw| raw.and_then(RawFetchedPartition::decode))
+            .collect())
+    }
+
+    /// Like [`Client::fetch`], without decoding: each partition's batches
+    /// come back as received, with the offset to fetch next already known
+    /// from the batch headers. A reader can send its next fetch at once and
+    /// decode ([`RawFetchedPartition::decode`]) on another task meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::fetch`], except that decoding errors come from `decode`.
+    pub async fn fetch_raw(
+        &self,
+        partitions: &[PartitionFetch],
+        config: &ConsumerConfig,
+    ) -> Result<Vec<Result<RawFetchedPartition, ClientError>>, ClientError> {
         let mut by_leader: BTreeMap<BrokerId, Vec<usize>> = BTreeMap::new();
         let mut ids: BTreeMap<&str, Option<TopicId>> = BTreeMap::new();
         for (i, p) in partitions.iter().enumerate() {
@@ -151,7 +235,7 @@ impl Client {
                 connection.enqueue(&request, version, Some(config.max_wait))?,
             ));
         }
-        let mut out: Vec<Option<Result<FetchedPartition, ClientError>>> =
+        let mut out: Vec<Option<Result<RawFetchedPartition, ClientError>>> =
             partitions.iter().map(|_| None).collect();
         for (indexes, version, future) in futures {
             let response = future.await?;
@@ -184,8 +268,12 @@ impl Client {
                             wanted.topic, wanted.partition, wanted.offset
                         )
                     })
-                    .and_then(|()| {
-                        let aborted: Vec<AbortedTransaction> = data
+                    .map(|()| RawFetchedPartition {
+                        topic: wanted.topic.clone(),
+                        partition: wanted.partition,
+                        fetch_offset: wanted.offset,
+                        isolation: config.isolation,
+                        aborted: data
                             .aborted_transactions
                             .iter()
                             .flatten()
@@ -193,23 +281,11 @@ impl Client {
                                 first_offset: a.first_offset,
                                 producer_id: ProducerId(a.producer_id.0),
                             })
-                            .collect();
-                        let bytes = data.records.clone().unwrap_or_default();
-                        let size = bytes.len();
-                        let decoded =
-                            decode_fetched(bytes, wanted.offset, config.isolation, &aborted)?;
-                        Ok(FetchedPartition {
-                            topic: wanted.topic.clone(),
-                            partition: wanted.partition,
-                            records: decoded.records,
-                            next_offset: decoded
-                                .next_offset
-                                .map_or(wanted.offset, |n| n.max(wanted.offset)),
-                            high_watermark: data.high_watermark,
-                            last_stable_offset: data.last_stable_offset,
-                            log_start_offset: data.log_start_offset,
-                            bytes: size,
-                        })
+                            .collect(),
+                        records: data.records.clone().unwrap_or_default(),
+                        high_watermark: data.high_watermark,
+                        last_stable_offset: data.last_stable_offset,
+                        log_start_offset: data.log_start_offset,
                     }),
                 };
                 if let Some(slot) = out.get_mut(i) {

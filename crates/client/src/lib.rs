@@ -36,7 +36,7 @@ pub use {
     admin::{ListedOffset, NewTopic, OffsetSpec},
     client::{Client, ClientConfig},
     connection::{Connection, ConnectionConfig},
-    consumer::{Consumer, ConsumerConfig, FetchedPartition, PartitionFetch},
+    consumer::{Consumer, ConsumerConfig, FetchedPartition, PartitionFetch, RawFetchedPartition},
     error::{
         ClientError, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, TRANSACTION_COORDINATOR_FENCED,
         error_name,

@@ -403,6 +403,35 @@ pub fn decode_fetched(
     Ok(out)
 }
 
+/// The offset after the last complete batch in `bytes` (base offset plus
+/// `lastOffsetDelta` plus one), from the batch headers alone; `None` when
+/// `bytes` holds no complete batch.
+#[must_use]
+pub fn next_fetch_offset(bytes: &[u8]) -> Option<i64> {
+    let mut at = 0usize;
+    let mut next = None;
+    loop {
+        let Some(rest) = bytes.get(at..) else {
+            return next;
+        };
+        let (Ok(base), Ok(length)) = (read_array::<8>(rest, 0), read_array::<4>(rest, 8)) else {
+            return next;
+        };
+        let Ok(length) = usize::try_from(i32::from_be_bytes(length)) else {
+            return next;
+        };
+        let total = 12 + length;
+        if rest.len() < total || total < BATCH_HEADER_SIZE {
+            return next;
+        }
+        let Ok(delta) = read_array::<4>(rest, LAST_OFFSET_DELTA_AT) else {
+            return next;
+        };
+        next = Some(i64::from_be_bytes(base) + i64::from(i32::from_be_bytes(delta)) + 1);
+        at += total;
+    }
+}
+
 /// Refuses record counts no batch of this size can hold, before the decoder
 /// reserves memory for them. An uncompressed record takes at least 7 bytes;
 /// a compressed one is bounded by a generous expansion ratio.
@@ -574,8 +603,10 @@ mod tests {
         let mut bytes = BytesMut::new();
         bytes.extend_from_slice(&a);
         bytes.extend_from_slice(&b[..b.len() - 3]);
-        let decoded =
-            decode_fetched(bytes.freeze(), 1, IsolationLevel::ReadUncommitted, &[]).unwrap();
+        let bytes = bytes.freeze();
+        check!(next_fetch_offset(&bytes) == Some(2));
+        check!(next_fetch_offset(&bytes[..20]).is_none());
+        let decoded = decode_fetched(bytes, 1, IsolationLevel::ReadUncommitted, &[]).unwrap();
         check!(values(&decoded) == vec![&b"a1"[..]]);
         check!(decoded.next_offset == Some(2));
     }
