@@ -510,7 +510,9 @@ impl Log {
             Some(t) if t >= 0 && max_timestamp >= 0 => max_timestamp - t,
             _ => now - stats.created_ms,
         };
-        let roll = size > config.segment_bytes.saturating_sub(append_bytes)
+        // Positions are u32 in the index and Kafka caps segments at Int.MaxValue.
+        let max_segment = config.segment_bytes.min(i32::MAX as u64);
+        let roll = size > max_segment.saturating_sub(append_bytes)
             || waited > i64::try_from(config.segment_ms).unwrap_or(i64::MAX)
             || active.indexes_full()
             || !active.can_hold_offset(last_offset);
