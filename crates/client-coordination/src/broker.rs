@@ -29,7 +29,7 @@ use tracing::{debug, warn};
 
 use crate::{
     error::CoordinationError,
-    leadership::{Campaign, Clock, SystemClock},
+    leadership::{Campaign, Clock, FenceReporter, SystemClock},
     record::{
         CoordinationKey, CoordinationRecord, FencingToken, Lease, MemberId, Registration, Role,
         decode_record,
@@ -160,6 +160,7 @@ impl BrokerTransport {
             role: role.clone(),
             token,
             inner,
+            reporter: None,
         })
     }
 
@@ -451,6 +452,8 @@ pub struct FencedProducer {
     role: Role,
     token: FencingToken,
     inner: Arc<Mutex<TransactionalProducer>>,
+    /// The campaign to tell when a write is fenced, when it came from one.
+    reporter: Option<FenceReporter>,
 }
 
 impl std::fmt::Debug for FencedProducer {
@@ -490,13 +493,18 @@ impl FencedProducer {
                 token: self.token,
             });
         }
-        transact(&self.role, &mut producer, writes).await
+        let outcome = transact(&self.role, &mut producer, writes).await;
+        if let (Err(error), Some(reporter)) = (&outcome, &self.reporter) {
+            reporter.report(self.token, error);
+        }
+        outcome
     }
 }
 
 impl Campaign<BrokerTransport> {
     /// The transactional producer bound to the member's epoch, while it holds
-    /// the role.
+    /// the role. When one of its writes is fenced, the campaign steps down
+    /// at once.
     ///
     /// # Errors
     ///
@@ -506,7 +514,9 @@ impl Campaign<BrokerTransport> {
         let token = self.token().ok_or_else(|| CoordinationError::NotLeader {
             role: self.role().clone(),
         })?;
-        self.transport().producer(self.role(), token)
+        let mut producer = self.transport().producer(self.role(), token)?;
+        producer.reporter = Some(self.fence_reporter());
+        Ok(producer)
     }
 }
 

@@ -270,7 +270,7 @@ impl<T: CoordinationTransport + 'static> Coordinator<T> {
         self.transport.register(&role, &member).await?;
         let (status_tx, status_rx) = watch::channel(MemberState::Standby);
         let (changes_tx, first_changes) = broadcast::channel(256);
-        let (commands_tx, commands_rx) = mpsc::channel(1);
+        let (commands_tx, commands_rx) = mpsc::channel(4);
         let _ = changes_tx.send(LeadershipChange::Registered);
         let runner = Runner {
             transport: Arc::clone(&self.transport),
@@ -325,6 +325,26 @@ impl<T> std::fmt::Debug for Campaign<T> {
 
 enum Command {
     Resign(oneshot::Sender<Result<(), CoordinationError>>),
+    /// A write under the token outside the task was fenced.
+    Fenced(FencingToken),
+}
+
+/// Tells a campaign's task that a write under its token was fenced, so the
+/// holder steps down at once instead of at its next renewal.
+#[derive(Debug, Clone)]
+pub(crate) struct FenceReporter {
+    commands: mpsc::Sender<Command>,
+}
+
+impl FenceReporter {
+    /// Passes `error` on when it is a fence of `token`.
+    pub(crate) fn report(&self, token: FencingToken, error: &CoordinationError) {
+        if error.is_fenced() {
+            // A full channel means the task is busy with commands already;
+            // its next renewal meets the same fence.
+            let _ = self.commands.try_send(Command::Fenced(token));
+        }
+    }
 }
 
 impl<T: CoordinationTransport + 'static> Campaign<T> {
@@ -418,6 +438,21 @@ impl<T: CoordinationTransport + 'static> Campaign<T> {
         .boxed()
     }
 
+    /// Tells the campaign that a write the application made under `token`
+    /// failed with `error`. A fence ([`CoordinationError::is_fenced`]) makes
+    /// the holder step down at once ([`LeadershipChange::Deposed`]) instead
+    /// of at its next renewal; any other error, or a token the member no
+    /// longer holds, is ignored.
+    pub fn report_write_error(&self, token: FencingToken, error: &CoordinationError) {
+        self.fence_reporter().report(token, error);
+    }
+
+    pub(crate) fn fence_reporter(&self) -> FenceReporter {
+        FenceReporter {
+            commands: self.commands.clone(),
+        }
+    }
+
     /// Ends the campaign. A holder first writes a released lease (deadline
     /// now) under its epoch, so the head of the line challenges at once
     /// instead of waiting for the deadline.
@@ -489,12 +524,21 @@ impl<T: CoordinationTransport + 'static> Runner<T> {
             let delay = Duration::from_millis(u64::try_from(delay).unwrap_or(0));
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
-                command = self.commands.recv() => {
-                    if let Some(Command::Resign(reply)) = command {
+                command = self.commands.recv() => match command {
+                    Some(Command::Fenced(token)) => {
+                        if matches!(&phase, Phase::Leader(lease) if lease.token == token) {
+                            info!(role = %self.role, member = %self.member, %token, "deposed (an application write was fenced)");
+                            self.status.send_replace(MemberState::Standby);
+                            self.emit(LeadershipChange::Deposed { token });
+                            phase = Phase::Standby;
+                        }
+                    }
+                    Some(Command::Resign(reply)) => {
                         let outcome = self.resign(&phase).await;
                         let _ = reply.send(outcome);
+                        break;
                     }
-                    break;
+                    None => break,
                 }
             }
         }
@@ -1038,6 +1082,48 @@ mod tests {
         );
         pass(2_000).await;
         check!(a.state() == MemberState::Standby);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fenced_application_write_deposes_the_holder_at_once() {
+        let cluster = SimCluster::new();
+        let a = campaign(&cluster, "a").await;
+        let token = a.elected().await.unwrap();
+        let mut changes = a.changes();
+        // Another process minted a later epoch; the application's write met the fence.
+        let rogue = cluster.transport();
+        rogue.acquire_epoch(&role()).await.unwrap();
+        // Cut the holder off, so its own renewals could only ever end in
+        // `Expired` at the deadline: a `Deposed` can only come from the report.
+        cluster.with(|state| state.unreachable = true);
+        a.report_write_error(token, &CoordinationError::Client("reset".into()));
+        a.report_write_error(
+            FencingToken::new(4242, 9).unwrap(),
+            &CoordinationError::Fenced { role: role() },
+        );
+        check!(
+            a.token() == Some(token),
+            "other errors and other tokens change nothing"
+        );
+        a.report_write_error(token, &CoordinationError::Fenced { role: role() });
+        a.lost().await;
+        let mut seen = Vec::new();
+        while let Some(change) = changes.next().await {
+            let deposed = matches!(
+                change,
+                LeadershipChange::Deposed { .. } | LeadershipChange::Expired { .. }
+            );
+            seen.push(change);
+            if deposed {
+                break;
+            }
+        }
+        check!(seen.last() == Some(&LeadershipChange::Deposed { token }));
+        check!(
+            !seen
+                .iter()
+                .any(|change| matches!(change, LeadershipChange::Expired { .. }))
+        );
     }
 
     #[test]
