@@ -258,6 +258,9 @@ impl<T: CoordinationTransport + 'static> Coordinator<T> {
     /// handle stops its renewals, and a standby takes over once the lease
     /// runs out.
     ///
+    /// A transport keeps one epoch per role, so run at most one campaign per
+    /// role on one transport.
+    ///
     /// # Errors
     ///
     /// Returns what [`CoordinationTransport::register`] returns for the first

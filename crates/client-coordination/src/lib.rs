@@ -14,6 +14,35 @@
 //! * [`leadership`] — the API an application uses: campaign, wait until
 //!   elected, renew in the background, resign, watch changes;
 //! * [`broker`] — [`broker::BrokerTransport`], the seam over `krabka-client`.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use krabka_client::{Client, ClientConfig, ProducerRecord};
+//! use krabka_client_coordination::{
+//!     Coordinator, MemberId, Role, Timing,
+//!     broker::{BrokerTransport, BrokerTransportConfig},
+//! };
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::connect(&["127.0.0.1:9092"], ClientConfig::default()).await?;
+//! let timing = Timing::default();
+//! let config = BrokerTransportConfig { lease: timing.lease, ..BrokerTransportConfig::default() };
+//! let coordinator = Coordinator::new(Arc::new(BrokerTransport::new(client, config)), timing)?;
+//!
+//! let campaign = coordinator.campaign(Role::new("controller")?, MemberId::new("node-1")?).await?;
+//! let token = campaign.elected().await?;
+//! // Every write through this producer carries `token`; the broker refuses
+//! // it once another member has taken the role.
+//! let producer = campaign.producer()?;
+//! producer.send_transaction(vec![("events", 0, vec![ProducerRecord::value("hello")])]).await?;
+//! println!("wrote under {token}");
+//! campaign.resign().await?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 
