@@ -37,6 +37,7 @@ pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
 
 const SCAN_CHUNK: usize = 64 * 1024;
 const FIRST_SCAN_CHUNK: usize = 8 * 1024;
+const SPARSE_SCAN_BATCH: u64 = 8 * 1024;
 const RECOVERY_CHUNK: usize = 8 * 1024 * 1024;
 
 /// Append-side statistics of a segment.
@@ -361,8 +362,12 @@ impl Segment {
         let end = self.size();
         // Lookups usually stop within one index interval: start small.
         let mut chunk = vec![0u8; FIRST_SCAN_CHUNK.min((end.saturating_sub(pos)) as usize)];
+        // With large batches, reading only each header (one small pread per
+        // batch) beats reading the bodies along.
+        let mut sparse = false;
         while pos + HEADER_SIZE as u64 <= end {
-            let n = ((end - pos) as usize).min(SCAN_CHUNK);
+            let want = if sparse { HEADER_SIZE } else { SCAN_CHUNK };
+            let n = ((end - pos) as usize).min(want);
             if chunk.len() < n {
                 chunk.resize(n, 0);
             }
@@ -385,6 +390,7 @@ impl Segment {
                     return Ok(());
                 }
                 at += header.size() as usize;
+                sparse = header.size() >= SPARSE_SCAN_BATCH;
             }
             if at == 0 {
                 // Header straddles nothing we can parse (should not happen: n >= HEADER_SIZE).
