@@ -217,3 +217,14 @@ def test_compaction_visible_to_consumer(broker_factory):
     for m in got:
         seen[m.key()] = m.value()
     assert seen == latest
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_every_acks_level_and_read_committed(broker, acks):
+    topic = "acks-" + acks
+    create_topic(broker.bootstrap, topic)
+    records = make_records(5_000, acks)
+    produce_confluent(broker.bootstrap, topic, records, extra={"acks": acks})
+    # acks=0 gets no answers; the records are still all there, in order.
+    got = consume_confluent(broker.bootstrap, topic, len(records), extra={"isolation.level": "read_committed"})
+    assert as_tuples(got) == records
