@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import time
 import urllib.request
 
 from conftest import KRABKA_BIN, free_port
@@ -69,3 +70,35 @@ def test_metrics_endpoint(broker_factory):
     assert "krabka_request_duration_seconds" in text
     assert "krabka_bytes_in_total" in text
     assert "krabka_bytes_out_total" in text
+
+
+def test_shutdown_with_a_waiting_consumer_and_producer_connected(broker):
+    import threading
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    create_topic(broker.bootstrap, "busy")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
+    producer.produce("busy", value=b"first", partition=0)
+    producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "fetch.wait.max.ms": 120000, "socket.timeout.ms": 200000})
+    consumer.assign([TopicPartition("busy", 0, 1)])
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            consumer.poll(0.2)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(1.0)  # let the consumer park a long-poll fetch
+    # A parked long poll would hold shutdown for two minutes; it must end early.
+    code = broker.stop(timeout=60)
+    stop.set()
+    t.join()
+    consumer.close()
+    assert code == 0
+    assert "krabka broker stopped" in broker.log()
+    broker.start()
+    got = consume_confluent(broker.bootstrap, "busy", 1)
+    assert got[0].value() == b"first"
