@@ -155,3 +155,33 @@ def test_unknown_topic_partition_and_offset_out_of_range(broker_factory):
         raise AssertionError("expected invalid topic")
     except KafkaException as e:
         assert e.args[0].code() == KafkaError.TOPIC_EXCEPTION
+
+
+def test_random_frames_never_disturb_the_broker(broker):
+    import random
+
+    rng = random.Random(1234)
+    keys = [0, 1, 2, 3, 18, 19, 20, 21, 23, 32, 33, 35, 37, 44, 60]
+    create_topic(broker.bootstrap, "fuzz")
+    for i in range(400):
+        key = rng.choice(keys)
+        version = rng.randint(0, 14)
+        body = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200)))
+        if rng.random() < 0.3:
+            # A plausible array length followed by too few bytes.
+            body = struct.pack(">i", rng.randint(1, 2**31 - 1)) + body[:8]
+        header = struct.pack(">hhih", key, version, i, 3) + b"fz!"
+        if rng.random() < 0.5:
+            header += b"\x00"  # flexible header tags
+        frame = header + body
+        with connect(broker) as s:
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            s.settimeout(5)
+            try:
+                s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                pass
+    assert broker.alive()
+    assert api_versions_ok(broker)
+    produce_confluent(broker.bootstrap, "fuzz", [(b"k", b"still fine", [])])
+    assert [m.value() for m in consume_confluent(broker.bootstrap, "fuzz", 1)] == [b"still fine"]
