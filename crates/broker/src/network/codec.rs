@@ -279,7 +279,10 @@ mod tests {
 
     #[test]
     fn refuses_bad_frames() {
-        check!(decode_request(Bytes::from_static(&[0, 3])) == Err(DecodeError::Truncated(2)));
+        check!(matches!(
+            decode_request(Bytes::from_static(&[0, 3])),
+            Err(DecodeError::Truncated(2))
+        ));
         check!(matches!(
             decode_request(Bytes::from_static(&[0x7f, 0, 0, 0, 0, 0, 0, 1])),
             Err(DecodeError::UnknownApi(_))
