@@ -938,7 +938,8 @@ impl Log {
         let now = self.clock.now_ms();
         self.flush_locked(&mut inner, now)?;
         let active = self.active_segment();
-        active.trim_indexes()?;
+        // Kafka appends the final time-index entry on close too.
+        active.seal()?;
         // A clean start trusts the active segment's indexes: make them durable.
         active.flush()?;
         let leo = self.log_end_offset();
