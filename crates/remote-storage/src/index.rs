@@ -1030,4 +1030,132 @@ pub(crate) mod tests {
             let _ = first_record_at_or_after_timestamp(&bytes, BytePosition(from), TimestampMs(5), LogOffset(0));
         }
     }
+
+    /// The decoders against segments written by `krabka-log` itself: closed
+    /// segments (trimmed indexes) and the active one (preallocated,
+    /// zero-filled index tails).
+    mod krabka_log_segments {
+        use {
+            super::*,
+            krabka_log::{Log, LogConfig, ManualClock},
+            std::{fs, sync::Arc},
+            uuid::Uuid,
+        };
+
+        #[test]
+        fn lookups_on_segments_written_by_krabka_log() {
+            let dir = tempfile::tempdir().unwrap();
+            let config = LogConfig {
+                segment_bytes: 6_000,
+                index_interval_bytes: 150,
+                segment_index_bytes: 4_096,
+                ..LogConfig::default()
+            };
+            let log = Log::open(
+                &dir.path().join("orders-0"),
+                Uuid::from_u128(1),
+                config,
+                Arc::new(ManualClock::new(1_000)),
+            )
+            .unwrap();
+            // Deterministic, non-monotonic timestamps.
+            let mut seed = 17u64;
+            let mut next = || {
+                seed = seed
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                seed >> 33
+            };
+            for _ in 0..300 {
+                let count = 1 + (next() % 4) as usize;
+                let stamps: Vec<i64> = (0..count)
+                    .map(|_| 1_000 + (next() % 5_000) as i64)
+                    .collect();
+                let compression = if next() % 3 == 0 {
+                    Compression::Lz4
+                } else {
+                    Compression::None
+                };
+                log.append_as_leader(batch(0, &stamps, compression), LeaderEpoch(3))
+                    .unwrap();
+            }
+            let segments = log.segments();
+            check!(segments.len() > 3, "the test wants several closed segments");
+            for info in &segments {
+                check_segment(
+                    info.base_offset,
+                    &fs::read(&info.log_path).unwrap(),
+                    &fs::read(&info.offset_index_path).unwrap(),
+                    &fs::read(&info.time_index_path).unwrap(),
+                    info.active,
+                );
+            }
+        }
+
+        fn check_segment(
+            base: i64,
+            log: &[u8],
+            offset_index: &[u8],
+            time_index: &[u8],
+            active: bool,
+        ) {
+            check!(corrupt_log(log) == None, "segment {base}");
+            let offsets = parse_offset_index(offset_index).unwrap();
+            let times = parse_time_index(time_index).unwrap();
+            if !active {
+                check!(
+                    offset_index.len() == offsets.len() * 8,
+                    "closed segment {base}: trimmed index"
+                );
+            }
+            // The linear truth: every batch and every record.
+            let mut batches = Vec::new();
+            let mut records = Vec::new();
+            let mut at = BytePosition(0);
+            while let Some(header) = first_batch_at_or_after(log, at, LogOffset(0)).unwrap() {
+                let start = header.position.0 as usize;
+                let mut bytes = Bytes::copy_from_slice(&log[start..start + header.size as usize]);
+                let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
+                records.extend(set.records.iter().map(|r| (r.offset, r.timestamp)));
+                check!(header.leader_epoch == Some(LeaderEpoch(3)));
+                batches.push(header);
+                at = BytePosition(u32::try_from(header.end()).unwrap());
+            }
+            check!(batches.first().map(|b| b.base_offset.0) == Some(base));
+            let size = BytePosition(u32::try_from(log.len()).unwrap());
+            for &(offset, _) in &records {
+                let rel = LogOffset(offset).relative_to(LogOffset(base)).unwrap();
+                let expected = batches
+                    .iter()
+                    .find(|b| b.base_offset.0 <= offset && offset <= b.last_offset.0)
+                    .unwrap();
+                let found = first_batch_at_or_after(
+                    log,
+                    position_for_relative_offset(&offsets, rel),
+                    LogOffset(offset),
+                )
+                .unwrap()
+                .unwrap();
+                check!(found == *expected, "offset {offset}");
+                check!(found.end() <= u64::from(end_position_for(&offsets, rel, size).0));
+            }
+            for target in (900..6_100).step_by(37) {
+                let expected = records
+                    .iter()
+                    .find(|&&(_, ts)| ts >= target)
+                    .map(|&(o, ts)| (o, ts));
+                let rel = relative_offset_floor_for_timestamp(&times, TimestampMs(target));
+                let start = position_for_relative_offset(&offsets, rel);
+                let found = first_record_at_or_after_timestamp(
+                    log,
+                    start,
+                    TimestampMs(target),
+                    LogOffset(base),
+                )
+                .unwrap()
+                .map(|f| (f.offset.0, f.timestamp.0));
+                check!(found == expected, "segment {base}, timestamp {target}");
+            }
+        }
+    }
 }
