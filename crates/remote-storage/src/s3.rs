@@ -319,8 +319,9 @@ impl S3RemoteStorage {
     ///
     /// Refuses unless the bucket already enforces retention: on S3,
     /// versioning enabled and a default Object Lock retention in compliance
-    /// mode; on GCS, a locked retention policy (see [`crate::gcs`] for why
-    /// GCS needs no versioning).
+    /// mode; on GCS, a locked retention policy (Bucket Lock). GCS needs no
+    /// versioning: it does not allow versioning together with a retention
+    /// policy, and a retained object cannot be replaced at all.
     ///
     /// # Errors
     ///

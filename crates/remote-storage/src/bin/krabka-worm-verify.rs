@@ -63,7 +63,7 @@ struct Args {
     /// Endpoint of an S3-compatible server.
     #[arg(long)]
     endpoint: Option<String>,
-    /// Address the S3 bucket path-style (<endpoint>/<bucket>).
+    /// Address the S3 bucket path-style (`<endpoint>/<bucket>`).
     #[arg(long)]
     path_style: bool,
     /// Allow a plain http:// endpoint (local test servers only).
