@@ -18,6 +18,33 @@
 //! - [`Consumer`]: fetch from assigned partitions without a group, with
 //!   read_committed filtering.
 //! - [`ClientError`]: one error type that keeps Kafka's error codes.
+//!
+//! ```no_run
+//! use krabka_client::{
+//!     Client, ClientConfig, Consumer, ConsumerConfig, NewTopic, Producer, ProducerConfig,
+//!     ProducerRecord,
+//! };
+//! use std::time::Duration;
+//!
+//! # async fn demo() -> Result<(), krabka_client::ClientError> {
+//! let client = Client::connect(&["127.0.0.1:9092"], ClientConfig::default()).await?;
+//! client.create_topic(&NewTopic::new("events", 3), Duration::from_secs(10)).await?;
+//!
+//! let producer = Producer::new(client.clone(), ProducerConfig::default()).await?;
+//! let delivery = producer.send("events", None, ProducerRecord::keyed("k", "v")).await?;
+//! let written = delivery.await?; // partition and offset
+//!
+//! let mut consumer = Consumer::new(client, ConsumerConfig::default());
+//! consumer.assign("events", written.partition, written.offset);
+//! for partition in consumer.poll().await? {
+//!     for record in partition.records {
+//!         println!("{}: {:?}", record.offset, record.value);
+//!     }
+//! }
+//! producer.close().await;
+//! # Ok(())
+//! # }
+//! ```
 
 mod admin;
 mod client;
