@@ -36,8 +36,11 @@ pub struct CachedPartition {
     /// `partition_max_bytes`.
     pub max_bytes: i32,
     /// Values last sent to the client, to decide whether there is news.
-    pub last_sent: Option<(i64, i64, i64)>,
+    pub last_sent: Option<SentValues>,
 }
+
+/// `(high watermark, last stable offset, log start offset)` last sent for a partition.
+pub type SentValues = (i64, i64, i64);
 
 /// Partitions of a session, in the order the client added them.
 pub type SessionPartitions = BTreeMap<(TopicRef, i32), CachedPartition>;
@@ -155,7 +158,7 @@ impl FetchSessionCache {
     }
 
     /// Remembers what was last sent for some partitions of a session.
-    pub fn record_sent(&self, id: i32, sent: &[((TopicRef, i32), (i64, i64, i64))]) {
+    pub fn record_sent(&self, id: i32, sent: &[((TopicRef, i32), SentValues)]) {
         let mut sessions = self.lock();
         if let Some(session) = sessions.get_mut(&id) {
             for (key, values) in sent {

@@ -9,7 +9,7 @@
 use {
     crate::{
         broker::Broker,
-        config::{ConfigSource, defs},
+        config::defs,
         topics::config::{resolve_broker, resolve_topic},
     },
     kafka_protocol::{
@@ -60,17 +60,27 @@ fn check_broker_resource(broker: &Broker, name: &str) -> Result<(), Refusal> {
     }
 }
 
+/// What the request asked to include besides name and value.
+#[derive(Clone, Copy)]
+struct Detail {
+    synonyms: bool,
+    documentation: bool,
+}
+
 fn entry(
     name: &str,
-    value: Option<String>,
-    source: ConfigSource,
+    resolved: crate::topics::config::Resolved,
     read_only: bool,
-    synonyms: Vec<(String, Option<String>, ConfigSource)>,
     kind: defs::ConfigKind,
     doc: &str,
-    include_synonyms: bool,
-    include_documentation: bool,
+    detail: Detail,
 ) -> DescribeConfigsResourceResult {
+    let crate::topics::config::Resolved {
+        value,
+        source,
+        synonyms,
+    } = resolved;
+    let (include_synonyms, include_documentation) = (detail.synonyms, detail.documentation);
     let mut e = DescribeConfigsResourceResult::default();
     e.name = StrBytes::from_string(name.to_owned());
     e.value = value.map(StrBytes::from_string);
@@ -116,6 +126,10 @@ pub fn handle_describe_configs(
                 .is_none_or(|k| k.is_empty() || k.iter().any(|w| w == name))
         };
         let name = resource.resource_name.to_string();
+        let detail = Detail {
+            synonyms: request.include_synonyms,
+            documentation: request.include_documentation,
+        };
         let outcome: Result<Vec<DescribeConfigsResourceResult>, Refusal> = match resource
             .resource_type
         {
@@ -130,17 +144,7 @@ pub fn handle_describe_configs(
                     .map(|s| {
                         let r =
                             resolve_topic(&broker.config, &broker.registry, &meta.configs, s.name);
-                        entry(
-                            s.name,
-                            r.value,
-                            r.source,
-                            false,
-                            r.synonyms,
-                            s.kind,
-                            s.doc,
-                            request.include_synonyms,
-                            request.include_documentation,
-                        )
+                        entry(s.name, r, false, s.kind, s.doc, detail)
                     })
                     .collect()),
             },
@@ -150,17 +154,7 @@ pub fn handle_describe_configs(
                     .filter(|s| wanted(s.name))
                     .map(|s| {
                         let r = resolve_broker(&broker.config, &broker.registry, s.name);
-                        entry(
-                            s.name,
-                            r.value,
-                            r.source,
-                            !s.dynamic,
-                            r.synonyms,
-                            s.kind,
-                            s.doc,
-                            request.include_synonyms,
-                            request.include_documentation,
-                        )
+                        entry(s.name, r, !s.dynamic, s.kind, s.doc, detail)
                     })
                     .collect()
             }),
