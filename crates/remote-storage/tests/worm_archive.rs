@@ -393,6 +393,16 @@ fn manifest_resigned_with_untrusted_key_is_detected() {
     );
     check!(a.cli(&[], true).0 == 3);
     check!(a.cli(&[], false).0 == 3);
+
+    // A restarted broker finds the forged manifest and refuses to extend
+    // the broken chain.
+    let restarted = worm_storage(&a.server, &a.bucket);
+    let seg = segment(&partition(7), 3000, 3999, 100, false);
+    let err = restarted
+        .copy_log_segment_data(&seg.metadata, &seg.data)
+        .unwrap_err();
+    assert!(let RemoteStorageError::WriteRefused { .. } = &err);
+    check!(err.to_string().contains("broken"), "{err}");
 }
 
 #[test]
