@@ -12,7 +12,12 @@
 //!   lease is aborted and fenced by the coordinator itself.
 //! * Lease writes are transactions of that producer; registrations are plain
 //!   acks=all appends (no producer id), because a candidate holds no epoch.
-//! * Reads are read_committed, from the log start to the last stable offset.
+//! * Reads are `read_committed`, up to the last stable offset; a transport
+//!   remembers where it stopped and keeps only the records the succession
+//!   rules look at ([`succession::retain_decisive`]), so a poll reads just
+//!   the new records. The result is what a compacted partition holds, never
+//!   less: the latest registration of each member and the latest lease of
+//!   each holder.
 //! * [`FencedProducer`] hands the application the same transactional producer,
 //!   so every write the application makes is fenced by the broker too.
 
@@ -34,6 +39,7 @@ use crate::{
         CoordinationKey, CoordinationRecord, FencingToken, Lease, MemberId, Registration, Role,
         decode_record,
     },
+    succession,
     transport::{CoordinationTransport, RoleRecords},
 };
 
@@ -81,6 +87,9 @@ pub struct BrokerTransport {
     clock: SystemClock,
     /// The partition count of the state topic, once known.
     partitions: OnceCell<i32>,
+    /// Per role: the records read so far (pruned to what the rules use) and
+    /// the offset to read next.
+    read_cache: Mutex<HashMap<Role, (i64, RoleRecords)>>,
     /// The writer each role's epoch binds, from the latest `acquire_epoch`.
     producers: std::sync::Mutex<HashMap<Role, Arc<Mutex<TransactionalProducer>>>>,
 }
@@ -103,6 +112,7 @@ impl BrokerTransport {
             config,
             clock: SystemClock::new(),
             partitions: OnceCell::new(),
+            read_cache: Mutex::new(HashMap::new()),
             producers: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -305,7 +315,7 @@ impl CoordinationTransport for BrokerTransport {
             .await
             .map_err(client_error)?
             .offset;
-        let mut offset = self
+        let earliest = self
             .client
             .list_offset(
                 topic,
@@ -322,7 +332,13 @@ impl CoordinationTransport for BrokerTransport {
             min_bytes: 0,
             ..ConsumerConfig::default()
         };
-        let mut records = RoleRecords::new();
+        // Continue from what this transport read last time, unless the log
+        // moved under it (deleted records, a recreated topic).
+        let mut cache = self.read_cache.lock().await;
+        let (mut offset, mut records) = match cache.remove(role) {
+            Some((next, records)) if (earliest..=end).contains(&next) => (next, records),
+            _ => (earliest, RoleRecords::new()),
+        };
         while offset < end {
             let fetch = [PartitionFetch {
                 topic: topic.to_owned(),
@@ -361,6 +377,8 @@ impl CoordinationTransport for BrokerTransport {
             }
             offset = fetched.next_offset;
         }
+        let records = succession::retain_decisive(records);
+        cache.insert(role.clone(), (offset, records.clone()));
         Ok(records)
     }
 

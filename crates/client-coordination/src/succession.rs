@@ -211,6 +211,35 @@ pub fn challenge_at(records: &RoleRecords, member: &MemberId, timing: &Timing) -
     Some(base.saturating_add(rank.saturating_mul(timing.stagger_ms())))
 }
 
+/// Drops every record that no rule looks at, keeping the rules' answers.
+///
+/// The rules read the latest registration of each member, the latest lease
+/// each member held, and the latest lease of the role; everything older is
+/// history. A reader that keeps the role's records between reads prunes them
+/// with this, so its memory stays bounded by the number of members.
+#[must_use]
+pub fn retain_decisive(records: RoleRecords) -> RoleRecords {
+    let mut latest_registration: HashMap<MemberId, i64> = HashMap::new();
+    let mut latest_held: HashMap<MemberId, i64> = HashMap::new();
+    for (offset, _, record) in &records {
+        let slot = match record {
+            CoordinationRecord::Registration(r) => latest_registration.entry(r.member.clone()),
+            CoordinationRecord::Lease(l) => latest_held.entry(l.member.clone()),
+        };
+        let entry = slot.or_insert(*offset);
+        *entry = (*entry).max(*offset);
+    }
+    records
+        .into_iter()
+        .filter(|(offset, _, record)| match record {
+            CoordinationRecord::Registration(r) => {
+                latest_registration.get(&r.member) == Some(offset)
+            }
+            CoordinationRecord::Lease(l) => latest_held.get(&l.member) == Some(offset),
+        })
+        .collect()
+}
+
 /// What a member that does not hold the role does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StandbyStep {
@@ -501,6 +530,42 @@ mod tests {
         check!(after_write_failure(&not_held, &held, 1_300) == AfterFailure::Deposed);
         check!(after_write_failure(&transient, &held, 1_300) == AfterFailure::Retry);
         check!(after_write_failure(&transient, &held, 2_000) == AfterFailure::Expired);
+    }
+
+    fn arbitrary_records() -> impl proptest::strategy::Strategy<Value = RoleRecords> {
+        use proptest::prelude::*;
+        proptest::collection::vec((any::<bool>(), 0..4_usize, 0..3_i16, 0..3_000_i64), 0..24)
+            .prop_map(|entries| {
+                entries
+                    .into_iter()
+                    .enumerate()
+                    .map(|(offset, (is_lease, who, epoch, at))| {
+                        let offset = i64::try_from(offset).unwrap();
+                        let name = ["a", "b", "c", "d"][who];
+                        if is_lease {
+                            lease(offset, name, epoch, at)
+                        } else {
+                            reg(offset, name, at)
+                        }
+                    })
+                    .collect()
+            })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn pruning_keeps_every_answer_of_the_rules(records in arbitrary_records(), now in 0..5_000_i64) {
+            let pruned = retain_decisive(records.clone());
+            proptest::prop_assert!(pruned.len() <= 8);
+            proptest::prop_assert_eq!(line(&pruned), line(&records));
+            proptest::prop_assert_eq!(current_lease(&pruned), current_lease(&records));
+            for name in ["a", "b", "c", "d"] {
+                proptest::prop_assert_eq!(
+                    standby_step(&pruned, &m(name), now, &timing()),
+                    standby_step(&records, &m(name), now, &timing())
+                );
+            }
+        }
     }
 
     #[test]
