@@ -38,6 +38,8 @@ struct Inner {
     bootstrap: Vec<String>,
     metadata: RwLock<ClusterMetadata>,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
+    /// Coordinators found with FindCoordinator, by (key, key type).
+    coordinators: std::sync::Mutex<HashMap<(String, i8), BrokerInfo>>,
 }
 
 /// A handle to a Kafka-compatible cluster.
@@ -79,6 +81,7 @@ impl Client {
                 bootstrap,
                 metadata: RwLock::new(ClusterMetadata::default()),
                 connections: Mutex::new(HashMap::new()),
+                coordinators: std::sync::Mutex::new(HashMap::new()),
             }),
         };
         client.refresh_metadata(&[]).await?;
@@ -287,6 +290,26 @@ impl Client {
         request: &R,
     ) -> Result<R::Response, ClientError> {
         self.broker_connection(id).await?.send(request).await
+    }
+
+    pub(crate) fn cached_coordinator(&self, key: &str, key_type: i8) -> Option<BrokerInfo> {
+        self.inner
+            .coordinators
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&(key.to_owned(), key_type)).cloned())
+    }
+
+    pub(crate) fn cache_coordinator(&self, key: &str, key_type: i8, broker: BrokerInfo) {
+        if let Ok(mut c) = self.inner.coordinators.lock() {
+            c.insert((key.to_owned(), key_type), broker);
+        }
+    }
+
+    pub(crate) fn forget_coordinator(&self, key: &str, key_type: i8) {
+        if let Ok(mut c) = self.inner.coordinators.lock() {
+            c.remove(&(key.to_owned(), key_type));
+        }
     }
 
     pub(crate) fn inner_metadata_write(

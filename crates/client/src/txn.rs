@@ -77,6 +77,51 @@ pub struct TransactionDescription {
 }
 
 impl Client {
+    /// The coordinator for `key`, from this client's cache or, when not
+    /// cached, from FindCoordinator. A transactional call that gets
+    /// `NOT_COORDINATOR` (16), `COORDINATOR_NOT_AVAILABLE` (15) or a
+    /// connection error drops the cached entry, so the next call looks again.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::find_coordinator`].
+    pub async fn coordinator(
+        &self,
+        key: &str,
+        key_type: CoordinatorType,
+    ) -> Result<BrokerInfo, ClientError> {
+        if let Some(broker) = self.cached_coordinator(key, key_type.code()) {
+            return Ok(broker);
+        }
+        let broker = self.find_coordinator(key, key_type).await?;
+        self.cache_coordinator(key, key_type.code(), broker.clone());
+        Ok(broker)
+    }
+
+    /// Sends `request` to the transaction coordinator of `transactional_id`,
+    /// forgetting the cached coordinator when the answer says it moved.
+    async fn send_to_txn_coordinator<R: kafka_protocol::protocol::Request>(
+        &self,
+        transactional_id: &str,
+        request: &R,
+        error_code: impl Fn(&R::Response) -> i16,
+    ) -> Result<R::Response, ClientError> {
+        let kind = CoordinatorType::Transaction;
+        let coordinator = self.coordinator(transactional_id, kind).await?;
+        let result = match self.connection(&coordinator.addr()).await {
+            Ok(connection) => connection.send(request).await,
+            Err(e) => Err(e),
+        };
+        let moved = match &result {
+            Ok(response) => matches!(error_code(response), 15 | 16),
+            Err(e) => matches!(e, ClientError::Connection { .. }),
+        };
+        if moved {
+            self.forget_coordinator(transactional_id, kind.code());
+        }
+        result
+    }
+
     /// Finds the coordinator for `key` (a group id or a transactional id).
     ///
     /// # Errors
@@ -156,15 +201,6 @@ impl Client {
         transaction_timeout: Duration,
         current: Option<ProducerIdAndEpoch>,
     ) -> Result<ProducerIdAndEpoch, ClientError> {
-        let connection = match transactional_id {
-            Some(id) => {
-                let coordinator = self
-                    .find_coordinator(id, CoordinatorType::Transaction)
-                    .await?;
-                self.connection(&coordinator.addr()).await?
-            }
-            None => self.any_connection().await?,
-        };
         let mut request = InitProducerIdRequest::default();
         request.transactional_id = transactional_id.map(transactional);
         request.transaction_timeout_ms = duration_ms(transaction_timeout);
@@ -174,7 +210,13 @@ impl Client {
         });
         request.producer_id = current.producer_id.0.into();
         request.producer_epoch = current.epoch.0;
-        let response = connection.send(&request).await?;
+        let response = match transactional_id {
+            Some(id) => {
+                self.send_to_txn_coordinator(id, &request, |r| r.error_code)
+                    .await?
+            }
+            None => self.any_connection().await?.send(&request).await?,
+        };
         ClientError::check(response.error_code, None, || {
             format!(
                 "InitProducerId {}",
@@ -200,10 +242,6 @@ impl Client {
         producer: ProducerIdAndEpoch,
         partitions: &[(&str, i32)],
     ) -> Result<(), ClientError> {
-        let coordinator = self
-            .find_coordinator(transactional_id, CoordinatorType::Transaction)
-            .await?;
-        let connection = self.connection(&coordinator.addr()).await?;
         let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
         for &(topic, partition) in partitions {
             match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
@@ -221,7 +259,17 @@ impl Client {
         request.v3_and_below_producer_id = producer.producer_id.0.into();
         request.v3_and_below_producer_epoch = producer.epoch.0;
         request.v3_and_below_topics = topics;
-        let response = connection.send(&request).await?;
+        let response = self
+            .send_to_txn_coordinator(transactional_id, &request, |r| {
+                // v0-3 carry the coordinator errors per partition.
+                r.results_by_topic_v3_and_below
+                    .iter()
+                    .flat_map(|t| t.results_by_partition.iter())
+                    .map(|p| p.partition_error_code)
+                    .find(|&c| c != 0)
+                    .unwrap_or(r.error_code)
+            })
+            .await?;
         ClientError::check(response.error_code, None, || {
             format!("AddPartitionsToTxn {transactional_id}")
         })?;
@@ -251,16 +299,14 @@ impl Client {
         producer: ProducerIdAndEpoch,
         commit: bool,
     ) -> Result<(), ClientError> {
-        let coordinator = self
-            .find_coordinator(transactional_id, CoordinatorType::Transaction)
-            .await?;
-        let connection = self.connection(&coordinator.addr()).await?;
         let mut request = EndTxnRequest::default();
         request.transactional_id = transactional(transactional_id);
         request.producer_id = producer.producer_id.0.into();
         request.producer_epoch = producer.epoch.0;
         request.committed = commit;
-        let response = connection.send(&request).await?;
+        let response = self
+            .send_to_txn_coordinator(transactional_id, &request, |r| r.error_code)
+            .await?;
         ClientError::check(response.error_code, None, || {
             format!(
                 "EndTxn {transactional_id} ({})",
@@ -280,13 +326,13 @@ impl Client {
     ) -> Result<Vec<TransactionDescription>, ClientError> {
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            let coordinator = self
-                .find_coordinator(id, CoordinatorType::Transaction)
-                .await?;
-            let connection = self.connection(&coordinator.addr()).await?;
             let mut request = DescribeTransactionsRequest::default();
             request.transactional_ids = vec![transactional(id)];
-            let response = connection.send(&request).await?;
+            let response = self
+                .send_to_txn_coordinator(id, &request, |r| {
+                    r.transaction_states.first().map_or(0, |t| t.error_code)
+                })
+                .await?;
             for state in response.transaction_states {
                 ClientError::check(state.error_code, None, || {
                     format!("DescribeTransactions {id}")
