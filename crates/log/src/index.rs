@@ -92,6 +92,8 @@ pub struct SparseIndex<E: IndexEntry> {
     max_entries: RwLock<usize>,
     /// The file held a partial trailing entry when opened.
     torn: std::sync::atomic::AtomicBool,
+    /// Entries already in the file.
+    written: std::sync::atomic::AtomicUsize,
 }
 
 impl<E: IndexEntry> SparseIndex<E> {
@@ -119,6 +121,7 @@ impl<E: IndexEntry> SparseIndex<E> {
             entries: RwLock::new(entries),
             max_entries: RwLock::new(max_entries),
             torn: std::sync::atomic::AtomicBool::new(raw.len() % E::SIZE != 0),
+            written: std::sync::atomic::AtomicUsize::new(raw.len() / E::SIZE),
         })
     }
 
@@ -184,21 +187,55 @@ impl<E: IndexEntry> SparseIndex<E> {
         idx.checked_sub(1).and_then(|i| entries.get(i)).copied()
     }
 
-    /// Appends an entry at the end of the file.
+    /// Appends an entry. Entries reach the file in groups of
+    /// [`WRITE_BATCH`] (and on [`Self::trim`], [`Self::flush`],
+    /// [`Self::sync`]); lookups are served from memory, and a crash loses at
+    /// most entries that recovery rebuilds anyway (the active segment is
+    /// always recovered from its data).
     ///
     /// # Errors
     ///
     /// [`LogError::Io`] on a write error.
     pub fn append(&self, entry: E) -> Result<(), LogError> {
         let mut entries = self.write();
-        let mut buf = [0u8; 16];
-        entry.encode(&mut buf[..E::SIZE]);
-        let at = (entries.len() * E::SIZE) as u64;
-        self.file
-            .write_all_at(&buf[..E::SIZE], at)
-            .map_err(LogError::io(&self.path))?;
         entries.push(entry);
+        let written = self.written();
+        if entries.len() - written >= WRITE_BATCH {
+            self.write_pending(&entries)?;
+        }
         Ok(())
+    }
+
+    fn written(&self) -> usize {
+        self.written.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn write_pending(&self, entries: &[E]) -> Result<(), LogError> {
+        let written = self.written().min(entries.len());
+        let pending = entries.get(written..).unwrap_or_default();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut raw = vec![0u8; pending.len() * E::SIZE];
+        for (chunk, e) in raw.chunks_exact_mut(E::SIZE).zip(pending) {
+            e.encode(chunk);
+        }
+        self.file
+            .write_all_at(&raw, (written * E::SIZE) as u64)
+            .map_err(LogError::io(&self.path))?;
+        self.written
+            .store(entries.len(), std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes entries not yet in the file.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a write error.
+    pub fn sync(&self) -> Result<(), LogError> {
+        let entries = self.write();
+        self.write_pending(&entries)
     }
 
     /// Replaces all entries (used when rebuilding) and rewrites the file.
@@ -216,6 +253,8 @@ impl<E: IndexEntry> SparseIndex<E> {
         self.file
             .write_all_at(&raw, 0)
             .map_err(LogError::io(&self.path))?;
+        self.written
+            .store(new.len(), std::sync::atomic::Ordering::Release);
         *entries = new;
         self.torn.store(false, std::sync::atomic::Ordering::Relaxed);
         drop(entries);
@@ -234,6 +273,11 @@ impl<E: IndexEntry> SparseIndex<E> {
         let mut entries = self.write();
         while entries.last().is_some_and(&remove) {
             entries.pop();
+        }
+        self.write_pending(&entries)?;
+        if self.written() > entries.len() {
+            self.written
+                .store(entries.len(), std::sync::atomic::Ordering::Release);
         }
         let len = (entries.len() * E::SIZE) as u64;
         let file_len = self
@@ -290,7 +334,9 @@ impl<E: IndexEntry> SparseIndex<E> {
     ///
     /// [`LogError::Io`] on a file error.
     pub fn trim(&self) -> Result<(), LogError> {
-        let len = (self.len() * E::SIZE) as u64;
+        let entries = self.write();
+        self.write_pending(&entries)?;
+        let len = (entries.len() * E::SIZE) as u64;
         self.file.set_len(len).map_err(LogError::io(&self.path))
     }
 
@@ -300,9 +346,13 @@ impl<E: IndexEntry> SparseIndex<E> {
     ///
     /// [`LogError::Io`] on a file error.
     pub fn flush(&self) -> Result<(), LogError> {
+        self.sync()?;
         self.file.sync_data().map_err(LogError::io(&self.path))
     }
 }
+
+/// Entries buffered in memory before they are written to the index file.
+pub const WRITE_BATCH: usize = 64;
 
 impl SparseIndex<OffsetEntry> {
     /// Kafka's sanity rules: relative offsets and positions strictly
@@ -364,6 +414,9 @@ mod tests {
         })
         .unwrap();
         check!(std::fs::metadata(&path).unwrap().len() == 800);
+        // Entries are buffered until a group is full or sync/trim/flush.
+        check!(std::fs::read(&path).unwrap()[..16] == [0u8; 16]);
+        idx.sync().unwrap();
         drop(idx);
         let reopened = SparseIndex::<OffsetEntry>::open(&path, 800).unwrap();
         check!(reopened.len() == 100);

@@ -566,6 +566,9 @@ impl Segment {
         self.size.store(valid_end, Ordering::Release);
         let next = self.next_offset();
         self.txn_index.truncate_to(next)?;
+        // Rebuilt indexes go to disk now, not entry group by group.
+        self.offset_index.sync()?;
+        self.time_index.sync()?;
         Ok(truncated)
     }
 
