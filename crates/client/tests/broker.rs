@@ -471,3 +471,92 @@ async fn idempotent_producer_survives_a_broker_crash() {
     producer.close().await;
     broker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_compression_and_acks_levels() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    create(&client, &NewTopic::new("pc", 1)).await;
+    let mut expected = Vec::new();
+    for (compression, acks) in [
+        (Compression::Zstd, Acks::Leader),
+        (Compression::Lz4, Acks::None),
+        (Compression::Gzip, Acks::All),
+        (Compression::Snappy, Acks::Leader),
+    ] {
+        let config = ProducerConfig {
+            acks,
+            compression,
+            idempotence: false,
+            linger: Duration::from_millis(1),
+            batch_size: 4096,
+            ..Default::default()
+        };
+        let producer = Producer::new(client.clone(), config).await.unwrap();
+        check!(producer.producer_identity().is_none());
+        let mut futures = Vec::new();
+        for i in 0..500 {
+            let value = Bytes::from(format!("{compression:?}-{i}-{}", "z".repeat(i % 40)));
+            expected.push(value.clone());
+            let record = ProducerRecord {
+                value: Some(value),
+                ..Default::default()
+            };
+            futures.push(producer.send("pc", Some(0), record).await.unwrap());
+        }
+        producer.flush().await;
+        for f in futures {
+            let meta = f.await.unwrap();
+            // acks=0 gets no offsets back.
+            check!((acks == Acks::None) == (meta.offset == -1));
+        }
+        producer.close().await;
+        check!(
+            producer
+                .send("pc", Some(0), ProducerRecord::value("late"))
+                .await
+                .is_err()
+        );
+    }
+    let read = read_all(&client, "pc", 1, expected.len()).await;
+    let got: Vec<Bytes> = read[&0].iter().map(|r| r.value.clone().unwrap()).collect();
+    check!(got == expected);
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_coordinator_lookup() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    let connection = client.any_connection().await.unwrap();
+    if connection
+        .version(kafka_protocol::messages::ApiKey::FindCoordinator)
+        .is_err()
+    {
+        eprintln!("the broker does not implement FindCoordinator yet; skipping");
+        broker.stop().await;
+        return;
+    }
+    let mut coordinator = None;
+    for _ in 0..100 {
+        // COORDINATOR_NOT_AVAILABLE while __consumer_offsets is being created.
+        match client
+            .find_coordinator("bench-group", krabka_client::CoordinatorType::Group)
+            .await
+        {
+            Ok(found) => {
+                coordinator = Some(found);
+                break;
+            }
+            Err(e) if e.is_retriable() => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let coordinator = coordinator.expect("a group coordinator");
+    check!(coordinator.addr() == broker.addr);
+    broker.stop().await;
+}
