@@ -13,7 +13,7 @@
 //! - batches land in the object store through the same key codec as tiered
 //!   segments ([`partition_dir_name`](crate::partition_dir_name) /
 //!   [`segment_file_name`](crate::segment_file_name)), so an archive reader
-//!   and [`verify_archive`-style](crate) audits need no second format;
+//!   and [`verify_archive`](crate::verify_archive) audits need no second format;
 //! - the database's per-partition batch order plays the role that
 //!   [`RemoteLogMetadataManager`](crate::RemoteLogMetadataManager) plays for
 //!   tiered segments: offset → object lookups, leader-epoch-free because the

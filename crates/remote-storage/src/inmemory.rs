@@ -259,6 +259,32 @@ impl RemoteLogMetadataManager for InmemoryRemoteLogMetadataManager {
         })
     }
 
+    /// Kafka's topic-based manager's refinement of the default: from the
+    /// segment holding `offset` in `epoch` onwards (within that epoch), the
+    /// first one whose transaction index is not marked empty.
+    fn next_segment_with_txn_index(
+        &self,
+        partition: &TopicIdPartition,
+        epoch: LeaderEpoch,
+        offset: i64,
+    ) -> Result<Option<RemoteLogSegmentMetadata>, RemoteStorageError> {
+        self.with_partition(partition, None, |p| {
+            let by_offset = p.readable.get(&epoch)?;
+            // Start at the segment holding `offset` if there is one, else at
+            // the next segment of the epoch.
+            let from = by_offset
+                .range(..=offset)
+                .next_back()
+                .map_or(offset, |(&start, _)| start);
+            by_offset
+                .range(from..)
+                .filter_map(|(_, id)| p.segments.get(id))
+                .filter(|m| m.epoch_end_offset(epoch).is_some_and(|end| end >= offset))
+                .find(|m| !m.is_txn_idx_empty())
+                .cloned()
+        })
+    }
+
     fn highest_offset_for_epoch(
         &self,
         partition: &TopicIdPartition,
@@ -587,6 +613,49 @@ mod tests {
         check!(rlmm.list_remote_log_segments(&other).unwrap().is_empty());
         check!(
             rlmm.remote_log_segment_metadata(&other, LeaderEpoch(0), 0)
+                .unwrap()
+                == None
+        );
+    }
+
+    #[test]
+    fn next_segment_with_txn_index_skips_empty_ones() {
+        let rlmm = InmemoryRemoteLogMetadataManager::new();
+        let tp = partition();
+        let make = |start: i64, empty: bool| {
+            let base = segment_in(&tp, start, start + 9, &[(0, start)], CopySegmentStarted);
+            let details = base.details().clone().with_txn_idx_empty(empty);
+            RemoteLogSegmentMetadata::new(
+                base.remote_log_segment_id().clone(),
+                start,
+                start + 9,
+                0,
+                1,
+                0,
+                details,
+            )
+            .unwrap()
+        };
+        let segments = [
+            make(0, true),
+            make(10, true),
+            make(20, false),
+            make(30, false),
+        ];
+        for metadata in &segments {
+            finished(&rlmm, metadata);
+        }
+        let next = |offset| {
+            rlmm.next_segment_with_txn_index(&tp, LeaderEpoch(0), offset)
+                .unwrap()
+                .map(|m| m.start_offset())
+        };
+        check!(next(5) == Some(20));
+        check!(next(25) == Some(20));
+        check!(next(31) == Some(30));
+        check!(next(45) == None);
+        check!(
+            rlmm.next_segment_with_txn_index(&tp, LeaderEpoch(1), 5)
                 .unwrap()
                 == None
         );
