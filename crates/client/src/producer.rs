@@ -430,7 +430,7 @@ struct Shared {
     closed: AtomicBool,
 }
 
-/// A Kafka producer; share it behind an `Arc` or clone the handle's parts.
+/// A Kafka producer; share it between tasks behind an `Arc`.
 pub struct Producer {
     shared: Arc<Shared>,
     sender: Mutex<Option<tokio::task::JoinHandle<()>>>,
