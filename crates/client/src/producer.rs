@@ -428,6 +428,8 @@ struct Shared {
     buffered: AtomicUsize,
     space: Notify,
     closed: AtomicBool,
+    /// When the sender last asked for metadata because a leader was unknown.
+    last_leader_refresh: Mutex<Option<Instant>>,
 }
 
 /// A Kafka producer; share it between tasks behind an `Arc`.
@@ -490,6 +492,7 @@ impl Producer {
             buffered: AtomicUsize::new(0),
             space: Notify::new(),
             closed: AtomicBool::new(false),
+            last_leader_refresh: Mutex::new(None),
         });
         let sender = tokio::spawn(sender_loop(Arc::clone(&shared)));
         Ok(Self {
@@ -828,12 +831,26 @@ fn collect_ready(shared: &Shared) -> (Vec<(BrokerId, Outgoing)>, Option<Instant>
     }
     drop(acc);
     if missing_leader {
-        // Learn the new leaders, then look again.
-        let client = shared.client.clone();
-        let wake_later = Instant::now() + Duration::from_millis(100);
-        tokio::spawn(async move {
-            let _ = client.refresh_metadata(&[]).await;
-        });
+        // Learn the new leaders (at most one refresh per backoff), then look again.
+        let now = Instant::now();
+        let due = shared
+            .last_leader_refresh
+            .lock()
+            .map(|mut last| {
+                let due = last.is_none_or(|t| now.duration_since(t) >= shared.config.retry_backoff);
+                if due {
+                    *last = Some(now);
+                }
+                due
+            })
+            .unwrap_or(false);
+        if due {
+            let client = shared.client.clone();
+            tokio::spawn(async move {
+                let _ = client.refresh_metadata(&[]).await;
+            });
+        }
+        let wake_later = now + Duration::from_millis(100);
         next_deadline = Some(next_deadline.map_or(wake_later, |d| d.min(wake_later)));
     }
     (
