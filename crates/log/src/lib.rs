@@ -22,6 +22,8 @@
 //! `cleanup.policy=compact`. All I/O is synchronous `std::fs`; async callers
 //! use `spawn_blocking` or dedicated threads.
 
+#![warn(missing_docs)]
+
 pub mod batch;
 pub mod checkpoint;
 mod cleaner;
