@@ -26,6 +26,9 @@ pub struct Broker {
     pub fetch_sessions: FetchSessionCache,
     /// The group coordinator, set once at startup.
     pub groups: std::sync::OnceLock<std::sync::Arc<crate::coordinator::group::GroupCoordinator>>,
+    /// The transaction coordinator, created on first use
+    /// (`crate::coordinator::txn::wire::coordinator`).
+    pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
     /// The port the listener actually bound (differs from the configured one
     /// when that is 0).
     bound_port: AtomicU16,
@@ -78,6 +81,7 @@ impl Broker {
             partitions,
             fetch_sessions: FetchSessionCache::default(),
             groups: std::sync::OnceLock::new(),
+            txns: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,
         })

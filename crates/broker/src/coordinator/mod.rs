@@ -7,3 +7,4 @@
 //! message structs, so wiring them into the network dispatch is a few lines.
 
 pub mod group;
+pub mod txn;

@@ -166,6 +166,19 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
         Request::Group(r) => {
             crate::coordinator::group::wire::handle(broker, api_key, version, &header, r).await
         }
+        Request::Txn(r) => {
+            crate::coordinator::txn::wire::handle(broker, api_key, version, correlation_id, r).await
+        }
+        Request::InitProducerId(r)
+            if r.transactional_id.as_ref().is_some_and(|t| !t.0.is_empty()) =>
+        {
+            encode_response(
+                api_key,
+                version,
+                correlation_id,
+                &crate::coordinator::txn::wire::init_producer_id(broker, version, r).await,
+            )
+        }
         Request::InitProducerId(r) => encode_response(
             api_key,
             version,

@@ -73,11 +73,23 @@ pub async fn handle_produce(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, got {}", request.acks),
                 )
-            } else if transactional {
-                refuse(
-                    ResponseError::InvalidTxnState,
-                    "transactions are not supported by this broker yet".into(),
-                )
+            } else if let Some((code, message)) = transactional
+                .then(|| meta.as_ref())
+                .flatten()
+                .and_then(|m| {
+                    crate::coordinator::txn::wire::check_produce(
+                        broker,
+                        request
+                            .transactional_id
+                            .as_ref()
+                            .map_or("", |t| t.0.as_str()),
+                        &m.name,
+                        data.index,
+                        data.records.as_ref(),
+                    )
+                })
+            {
+                refuse(code, message)
             } else if let Some(partition) = meta
                 .as_ref()
                 .and_then(|m| broker.partitions.get(&m.name, data.index))

@@ -44,6 +44,8 @@ pub enum Request {
     DescribeCluster(DescribeClusterRequest),
     /// One of the group coordinator's APIs.
     Group(crate::coordinator::group::wire::GroupRequest),
+    /// One of the transaction coordinator's APIs.
+    Txn(crate::coordinator::txn::wire::TxnRequest),
     /// An `ApiVersions` request of a version this broker does not know: it
     /// is answered in the v0 format with UNSUPPORTED_VERSION, as Kafka does,
     /// so the client can pick a version it shares.
@@ -193,6 +195,9 @@ fn decode_body(api: ApiKey, buf: &mut Bytes, version: i16) -> anyhow_like::Resul
         api if crate::coordinator::group::wire::handles(api) => Request::Group(
             crate::coordinator::group::wire::decode(api, buf, version)
                 .map_err(anyhow_like::Error)?,
+        ),
+        api if crate::coordinator::txn::wire::handles(api) => Request::Txn(
+            crate::coordinator::txn::wire::decode(api, buf, version).map_err(anyhow_like::Error)?,
         ),
         other => {
             return Err(anyhow_like::Error(format!("{other:?} is not implemented")));

@@ -1,0 +1,459 @@
+//! The transaction coordinator: the [`TxnManager`] behind a lock, plus the
+//! two seams it needs from the broker — a producer id allocator and a
+//! marker writer — and the request handlers in `kafka-protocol` types.
+//!
+//! Every method here blocks (allocating an id may persist a block, writing
+//! markers appends to logs); the wire layer runs them on tokio's blocking
+//! pool. The lock is never held while markers are written, so other
+//! transactional ids proceed meanwhile and calls on the completing one are
+//! answered CONCURRENT_TRANSACTIONS, as on Kafka.
+
+use {
+    super::{
+        error::TxnError,
+        state::{Completion, EndStep, InitStep, TopicPartition, TxnManager},
+    },
+    kafka_protocol::{
+        error::ResponseError,
+        messages::{
+            AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+            AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
+            InitProducerIdResponse,
+            add_partitions_to_txn_response::{
+                AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult,
+                AddPartitionsToTxnTopicResult,
+            },
+        },
+    },
+    krabka_ids::{ProducerEpoch, ProducerId},
+    krabka_log::{Clock, ControlMarker},
+    std::sync::{Arc, Mutex, MutexGuard},
+};
+
+/// The coordinator epoch stamped on markers. A single node never hands
+/// `__transaction_state` partitions to another coordinator, so it stays 0.
+pub const COORDINATOR_EPOCH: i32 = 0;
+
+/// Why a marker could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkerError {
+    /// The partition no longer exists (its topic was deleted): Kafka drops
+    /// the marker.
+    #[error("partition does not exist")]
+    Gone,
+    /// Anything else; the marker is retried later.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Writes transaction markers (control batches) to partitions. Blocking.
+pub trait MarkerWriter: Send + Sync {
+    /// Appends `marker` to `partition`.
+    ///
+    /// # Errors
+    ///
+    /// [`MarkerError::Gone`] when the partition does not exist,
+    /// [`MarkerError::Failed`] when the append failed.
+    fn write_marker(
+        &self,
+        partition: &TopicPartition,
+        marker: ControlMarker,
+    ) -> Result<(), MarkerError>;
+}
+
+/// Mints producer ids that never repeat (persisted). Blocking.
+pub trait ProducerIdSource: Send + Sync {
+    /// A fresh producer id.
+    ///
+    /// # Errors
+    ///
+    /// [`TxnError::Storage`] when the allocator cannot persist.
+    fn allocate(&self) -> Result<ProducerId, TxnError>;
+}
+
+/// Kafka's transaction coordinator for one node.
+pub struct TransactionCoordinator {
+    state: Mutex<TxnManager>,
+    markers: Arc<dyn MarkerWriter>,
+    ids: Arc<dyn ProducerIdSource>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for TransactionCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionCoordinator")
+            .finish_non_exhaustive()
+    }
+}
+
+impl TransactionCoordinator {
+    /// A coordinator with no transactions, refusing timeouts above `max_timeout_ms`.
+    #[must_use]
+    pub fn new(
+        max_timeout_ms: i32,
+        markers: Arc<dyn MarkerWriter>,
+        ids: Arc<dyn ProducerIdSource>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            state: Mutex::new(TxnManager::new(max_timeout_ms)),
+            markers,
+            ids,
+            clock,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, TxnManager> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the state (for inspection).
+    pub fn with_state<T>(&self, f: impl FnOnce(&TxnManager) -> T) -> T {
+        f(&self.lock())
+    }
+
+    /// Writes every marker of `completion` and records the outcome; returns
+    /// whether all were written.
+    pub fn write_markers(&self, completion: &Completion) -> bool {
+        let marker = ControlMarker {
+            producer_id: completion.producer_id,
+            producer_epoch: completion.producer_epoch,
+            commit: completion.commit,
+            coordinator_epoch: COORDINATOR_EPOCH,
+        };
+        let mut failed = Vec::new();
+        for partition in &completion.partitions {
+            match self.markers.write_marker(partition, marker) {
+                Ok(()) | Err(MarkerError::Gone) => {}
+                Err(MarkerError::Failed(reason)) => {
+                    tracing::warn!(
+                        transactional_id = %completion.transactional_id,
+                        topic = %partition.topic,
+                        partition = partition.partition,
+                        %reason,
+                        "writing a transaction marker failed; will retry"
+                    );
+                    failed.push(partition.clone());
+                }
+            }
+        }
+        let all = failed.is_empty();
+        self.lock()
+            .retry_later(completion, failed, self.clock.now_ms());
+        all
+    }
+
+    /// InitProducerId with a `transactional.id`. An open transaction of the
+    /// id is aborted first (under a bumped epoch that fences its producer).
+    ///
+    /// # Errors
+    ///
+    /// See [`TxnManager::init_producer_id`]; also
+    /// [`TxnError::ConcurrentTransactions`] when the abort's markers could
+    /// not all be written (the client retries).
+    pub fn init_producer_id(
+        &self,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<(ProducerId, ProducerEpoch)>,
+    ) -> Result<(ProducerId, ProducerEpoch), TxnError> {
+        let ids = Arc::clone(&self.ids);
+        let mut allocate = move || ids.allocate();
+        // At most two rounds: abort the open transaction, then bump again.
+        let mut expected = expected;
+        for _ in 0..2 {
+            let step = self.lock().init_producer_id(
+                transactional_id,
+                timeout_ms,
+                expected,
+                self.clock.now_ms(),
+                &mut allocate,
+            )?;
+            match step {
+                InitStep::Ready(pid, epoch) => return Ok((pid, epoch)),
+                InitStep::AbortFirst(completion) => {
+                    if !self.write_markers(&completion) {
+                        return Err(TxnError::ConcurrentTransactions);
+                    }
+                    // The holder changed under the abort; the next round
+                    // starts from the fenced epoch.
+                    expected = None;
+                }
+            }
+        }
+        Err(TxnError::ConcurrentTransactions)
+    }
+
+    /// EndTxn: writes the markers before answering.
+    ///
+    /// # Errors
+    ///
+    /// See [`TxnManager::end_txn`].
+    pub fn end_txn(
+        &self,
+        transactional_id: &str,
+        producer_id: ProducerId,
+        producer_epoch: ProducerEpoch,
+        commit: bool,
+    ) -> Result<(), TxnError> {
+        let step = self.lock().end_txn(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            commit,
+            self.clock.now_ms(),
+        )?;
+        if let EndStep::WriteMarkers(completion) = step {
+            // Kafka answers once the prepare is durable; failed markers are
+            // retried by `tick`, so the answer is success either way.
+            self.write_markers(&completion);
+        }
+        Ok(())
+    }
+
+    /// Adds partitions to the open transaction.
+    ///
+    /// # Errors
+    ///
+    /// See [`TxnManager::add_partitions`].
+    pub fn add_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: ProducerId,
+        producer_epoch: ProducerEpoch,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<(), TxnError> {
+        self.lock().add_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            self.clock.now_ms(),
+        )
+    }
+
+    /// The produce path's check of a transactional batch.
+    ///
+    /// # Errors
+    ///
+    /// See [`TxnManager::verify`].
+    pub fn verify(
+        &self,
+        transactional_id: &str,
+        producer_id: ProducerId,
+        producer_epoch: ProducerEpoch,
+        partition: &TopicPartition,
+    ) -> Result<(), TxnError> {
+        self.lock()
+            .verify(transactional_id, producer_id, producer_epoch, partition)
+    }
+
+    /// Aborts timed-out transactions and retries failed markers; returns how
+    /// many completions were attempted.
+    pub fn tick(&self) -> usize {
+        let due = self.lock().due(self.clock.now_ms());
+        for completion in &due {
+            if !completion.commit {
+                tracing::info!(
+                    transactional_id = %completion.transactional_id,
+                    "aborting a transaction (timed out or retrying markers)"
+                );
+            }
+            self.write_markers(completion);
+        }
+        due.len()
+    }
+
+    /// Handles InitProducerId for a request that carries a `transactional.id`.
+    pub fn handle_init_producer_id(
+        &self,
+        version: i16,
+        request: &InitProducerIdRequest,
+    ) -> InitProducerIdResponse {
+        let mut response = InitProducerIdResponse::default();
+        response.producer_id = kafka_protocol::messages::ProducerId(-1);
+        response.producer_epoch = -1;
+        let Some(id) = request.transactional_id.as_ref().map(|t| t.0.as_str()) else {
+            response.error_code = ResponseError::InvalidRequest.code();
+            return response;
+        };
+        let expected = (request.producer_id.0 >= 0 && request.producer_epoch >= 0).then_some((
+            ProducerId(request.producer_id.0),
+            ProducerEpoch(request.producer_epoch),
+        ));
+        match self.init_producer_id(id, request.transaction_timeout_ms, expected) {
+            Ok((pid, epoch)) => {
+                response.producer_id = kafka_protocol::messages::ProducerId(pid.0);
+                response.producer_epoch = epoch.0;
+            }
+            Err(e) => response.error_code = e.code_for(version, 4),
+        }
+        response
+    }
+
+    /// Handles AddPartitionsToTxn v0–3 (the client form). `exists` tells
+    /// whether a partition exists on this broker; when one does not, it is
+    /// answered UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED.
+    pub fn handle_add_partitions(
+        &self,
+        version: i16,
+        request: &AddPartitionsToTxnRequest,
+        exists: &dyn Fn(&str, i32) -> bool,
+    ) -> AddPartitionsToTxnResponse {
+        let wanted: Vec<TopicPartition> = request
+            .v3_and_below_topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|&p| TopicPartition::new(t.name.0.as_str(), p))
+            })
+            .collect();
+        let unknown: Vec<bool> = wanted
+            .iter()
+            .map(|tp| !exists(&tp.topic, tp.partition))
+            .collect();
+        let outcome = if unknown.iter().any(|u| *u) {
+            Err(TxnError::OperationNotAttempted)
+        } else {
+            self.add_partitions(
+                request.v3_and_below_transactional_id.0.as_str(),
+                ProducerId(request.v3_and_below_producer_id.0),
+                ProducerEpoch(request.v3_and_below_producer_epoch),
+                wanted.clone(),
+            )
+        };
+        let mut response = AddPartitionsToTxnResponse::default();
+        response.results_by_topic_v3_and_below =
+            topic_results(&request.v3_and_below_topics, |tp_index| {
+                match (&outcome, unknown.get(tp_index)) {
+                    (_, Some(true)) => ResponseError::UnknownTopicOrPartition.code(),
+                    (Ok(()), _) => 0,
+                    (Err(e), _) => e.code_for(version, 2),
+                }
+            });
+        response
+    }
+
+    /// Handles AddPartitionsToTxn v4+ (the broker-to-coordinator form):
+    /// verify-only transactions are checked, the others added.
+    pub fn handle_add_partitions_batched(
+        &self,
+        request: &AddPartitionsToTxnRequest,
+        exists: &dyn Fn(&str, i32) -> bool,
+    ) -> AddPartitionsToTxnResponse {
+        let mut response = AddPartitionsToTxnResponse::default();
+        for txn in &request.transactions {
+            let id = txn.transactional_id.0.as_str();
+            let pid = ProducerId(txn.producer_id.0);
+            let epoch = ProducerEpoch(txn.producer_epoch);
+            let wanted: Vec<TopicPartition> = txn
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|&p| TopicPartition::new(t.name.0.as_str(), p))
+                })
+                .collect();
+            let codes: Vec<i16> = if txn.verify_only {
+                wanted
+                    .iter()
+                    .map(|tp| {
+                        self.verify(id, pid, epoch, tp)
+                            .map_or_else(|e| e.response_error().code(), |()| 0)
+                    })
+                    .collect()
+            } else if wanted.iter().any(|tp| !exists(&tp.topic, tp.partition)) {
+                wanted
+                    .iter()
+                    .map(|tp| {
+                        if exists(&tp.topic, tp.partition) {
+                            ResponseError::OperationNotAttempted.code()
+                        } else {
+                            ResponseError::UnknownTopicOrPartition.code()
+                        }
+                    })
+                    .collect()
+            } else {
+                let code = self
+                    .add_partitions(id, pid, epoch, wanted.clone())
+                    .map_or_else(|e| e.response_error().code(), |()| 0);
+                vec![code; wanted.len()]
+            };
+            let mut result = AddPartitionsToTxnResult::default();
+            result.transactional_id = txn.transactional_id.clone();
+            result.topic_results =
+                topic_results(&txn.topics, |i| codes.get(i).copied().unwrap_or(0));
+            response.results_by_transaction.push(result);
+        }
+        response
+    }
+
+    /// Handles AddOffsetsToTxn: adds `offsets_partition`, the group's
+    /// partition of `__consumer_offsets`, to the transaction.
+    pub fn handle_add_offsets(
+        &self,
+        version: i16,
+        request: &AddOffsetsToTxnRequest,
+        offsets_topic: &str,
+        offsets_partition: i32,
+    ) -> AddOffsetsToTxnResponse {
+        let mut response = AddOffsetsToTxnResponse::default();
+        if let Err(e) = self.add_partitions(
+            request.transactional_id.0.as_str(),
+            ProducerId(request.producer_id.0),
+            ProducerEpoch(request.producer_epoch),
+            vec![TopicPartition::new(offsets_topic, offsets_partition)],
+        ) {
+            response.error_code = e.code_for(version, 2);
+        }
+        response
+    }
+
+    /// Handles EndTxn.
+    pub fn handle_end_txn(&self, version: i16, request: &EndTxnRequest) -> EndTxnResponse {
+        let mut response = EndTxnResponse::default();
+        response.producer_id = kafka_protocol::messages::ProducerId(-1);
+        response.producer_epoch = -1;
+        if let Err(e) = self.end_txn(
+            request.transactional_id.0.as_str(),
+            ProducerId(request.producer_id.0),
+            ProducerEpoch(request.producer_epoch),
+            request.committed,
+        ) {
+            response.error_code = e.code_for(version, 2);
+        }
+        response
+    }
+}
+
+/// Per-topic results in request order; `code` gets the flat index of each
+/// partition.
+fn topic_results(
+    topics: &[kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic],
+    code: impl Fn(usize) -> i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let mut index = 0;
+    topics
+        .iter()
+        .map(|t| {
+            let mut result = AddPartitionsToTxnTopicResult::default();
+            result.name = t.name.clone();
+            result.results_by_partition = t
+                .partitions
+                .iter()
+                .map(|&p| {
+                    let mut r = AddPartitionsToTxnPartitionResult::default();
+                    r.partition_index = p;
+                    r.partition_error_code = code(index);
+                    index += 1;
+                    r
+                })
+                .collect();
+            result
+        })
+        .collect()
+}
