@@ -26,6 +26,9 @@ pub struct Broker {
     pub fetch_sessions: FetchSessionCache,
     /// The group coordinator, set once at startup.
     pub groups: std::sync::OnceLock<std::sync::Arc<crate::coordinator::group::GroupCoordinator>>,
+    /// The remote log manager (tiered storage), set once at startup when
+    /// `remote.log.storage.system.enable` is true.
+    pub remote: std::sync::OnceLock<std::sync::Arc<crate::remote::RemoteLogManager>>,
     /// The transaction coordinator, created on first use
     /// (`crate::coordinator::txn::wire::coordinator`).
     pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
@@ -81,6 +84,7 @@ impl Broker {
             partitions,
             fetch_sessions: FetchSessionCache::default(),
             groups: std::sync::OnceLock::new(),
+            remote: std::sync::OnceLock::new(),
             txns: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,

@@ -19,6 +19,7 @@ pub mod handlers;
 pub mod metrics;
 pub mod network;
 pub mod partition;
+pub mod remote;
 pub mod server;
 pub mod topics;
 

@@ -65,7 +65,24 @@ pub async fn run_until(
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&broker), shutdown_rx.clone()));
-    let server = tokio::spawn(network::serve(Arc::clone(&broker), listener, shutdown_rx));
+    let server = tokio::spawn(network::serve(
+        Arc::clone(&broker),
+        listener,
+        shutdown_rx.clone(),
+    ));
+    // Tiered storage starts once the listener serves: the topic-based metadata
+    // manager reaches `__remote_log_metadata` through it.
+    let remote_tasks = match crate::remote::RemoteLogManager::start(&broker).await {
+        Ok(Some(rlm)) => {
+            let _ = broker.remote.set(Arc::clone(&rlm));
+            Some(tokio::spawn(rlm.run(Arc::clone(&broker), shutdown_rx)))
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::error!(error = %e, "remote log manager not started");
+            None
+        }
+    };
     while !*stop.borrow() {
         if stop.changed().await.is_err() {
             break;
@@ -76,6 +93,9 @@ pub async fn run_until(
     shutdown_tx.send_replace(true);
     let _ = server.await;
     let _ = housekeeping.await;
+    if let Some(task) = remote_tasks {
+        let _ = task.await;
+    }
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || closing.partitions.close_all())

@@ -469,6 +469,118 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "Timestamp type of messages.",
     ),
     broker(
+        "remote.log.storage.system.enable",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Whether tiered storage (KIP-405) is enabled on this broker.",
+    ),
+    broker(
+        "krabka.remote.log.storage.dir",
+        Some(""),
+        ConfigKind::Text,
+        false,
+        "Directory of the filesystem remote tier; empty means <log.dir>/krabka-remote-tier.",
+    ),
+    broker(
+        "krabka.remote.log.metadata.manager",
+        Some("topic"),
+        ConfigKind::Choice(&["topic", "in-memory"]),
+        false,
+        "Remote log metadata manager: topic-based (__remote_log_metadata) or in-memory (tests only).",
+    ),
+    broker(
+        "remote.log.metadata.topic.num.partitions",
+        Some("50"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Partitions of the __remote_log_metadata topic.",
+    ),
+    broker(
+        "remote.log.manager.task.interval.ms",
+        Some("30000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "Interval of the remote log manager's copy and retention tasks.",
+    ),
+    broker(
+        "remote.log.index.file.cache.total.size.bytes",
+        Some("1073741824"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "Total size bound of the remote index file cache.",
+    ),
+    broker(
+        "remote.log.reader.threads",
+        Some("10"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Concurrent remote segment reads.",
+    ),
+    broker(
+        "remote.fetch.max.wait.ms",
+        Some("500"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Longest a fetch of remote data waits for it.",
+    ),
+    broker(
+        "log.local.retention.ms",
+        Some("-2"),
+        ConfigKind::Long {
+            min: -2,
+            max: LONG_MAX,
+        },
+        true,
+        "Local retention of tiered topics; -2 means log.retention.ms.",
+    ),
+    broker(
+        "log.local.retention.bytes",
+        Some("-2"),
+        ConfigKind::Long {
+            min: -2,
+            max: LONG_MAX,
+        },
+        true,
+        "Local retention bytes of tiered topics; -2 means log.retention.bytes.",
+    ),
+    broker(
+        "krabka.log.remote.storage.enable",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Default of the topic setting remote.storage.enable (Kafka has no broker default: false).",
+    ),
+    broker(
+        "krabka.log.remote.log.copy.disable",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Default of the topic setting remote.log.copy.disable.",
+    ),
+    broker(
+        "krabka.log.remote.log.delete.on.disable",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Default of the topic setting remote.log.delete.on.disable.",
+    ),
+    broker(
         "krabka.metrics.listener",
         Some("127.0.0.1:9464"),
         ConfigKind::Text,
@@ -660,6 +772,42 @@ pub const TOPIC_SETTINGS: &[TopicSetting] = &[
             max: LONG_MAX,
         },
         "Time after which a segment is rolled.",
+    ),
+    topic(
+        "remote.storage.enable",
+        "krabka.log.remote.storage.enable",
+        ConfigKind::Boolean,
+        "Whether closed segments of this topic move to the remote tier.",
+    ),
+    topic(
+        "local.retention.ms",
+        "log.local.retention.ms",
+        ConfigKind::Long {
+            min: -2,
+            max: LONG_MAX,
+        },
+        "Local retention of a tiered topic; -2 means retention.ms.",
+    ),
+    topic(
+        "local.retention.bytes",
+        "log.local.retention.bytes",
+        ConfigKind::Long {
+            min: -2,
+            max: LONG_MAX,
+        },
+        "Local retention bytes of a tiered topic; -2 means retention.bytes.",
+    ),
+    topic(
+        "remote.log.copy.disable",
+        "krabka.log.remote.log.copy.disable",
+        ConfigKind::Boolean,
+        "Stop copying segments to the remote tier (KIP-950).",
+    ),
+    topic(
+        "remote.log.delete.on.disable",
+        "krabka.log.remote.log.delete.on.disable",
+        ConfigKind::Boolean,
+        "Delete remote data when remote.storage.enable is turned off (KIP-950).",
     ),
 ];
 

@@ -110,9 +110,20 @@ async fn read_partition(
     data.high_watermark = hw;
     data.last_stable_offset = lso;
     data.log_start_offset = log_start;
+    let (log_start, result) = crate::remote::fetch::below_local_start(
+        broker,
+        &partition,
+        fetch_offset,
+        limit,
+        first,
+        log_start,
+        result,
+    )
+    .await;
+    data.log_start_offset = log_start;
     match result {
         Ok(info) => {
-            data.log_start_offset = info.log_start_offset;
+            data.log_start_offset = info.log_start_offset.min(log_start);
             let bytes = info.records.len();
             data.records = Some(info.records);
             if isolation == READ_COMMITTED {

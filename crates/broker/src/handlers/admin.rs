@@ -143,6 +143,11 @@ pub async fn create_topic(
         defs::validate_topic_setting(key, value)
             .map_err(|m| AdminError::new(ResponseError::InvalidConfig, m))?;
     }
+    crate::remote::settings::validate_topic(
+        crate::remote::settings::system_enabled(&broker.config),
+        &|n| topic_config::resolve_topic(&broker.config, &broker.registry, &configs, n).value,
+    )
+    .map_err(|m| AdminError::new(ResponseError::InvalidConfig, m))?;
     if broker.registry.get(name).is_some() {
         return Err(AdminError::new(
             ResponseError::TopicAlreadyExists,

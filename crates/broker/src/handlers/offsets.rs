@@ -55,6 +55,14 @@ pub async fn handle_list_offsets(
             }
             let log = Arc::clone(&partition.log);
             let ts = p.timestamp;
+            // Tiered partitions: the log start and the latest tiered offset
+            // come from the remote log manager (KIP-405, KIP-1005).
+            let remote = broker.remote.get().map(|rlm| {
+                (
+                    rlm.log_start_offset(&partition),
+                    rlm.highest_tiered_offset(&partition).unwrap_or(-1),
+                )
+            });
             let found = tokio::task::spawn_blocking(move || -> Result<(i64, i64, i32), i16> {
                 let epoch = LEADER_EPOCH.0;
                 match ts {
@@ -67,9 +75,12 @@ pub async fn handle_list_offsets(
                         },
                         epoch,
                     )),
-                    EARLIEST => Ok((-1, log.log_start_offset(), epoch)),
+                    EARLIEST => Ok((-1, remote.map_or(log.log_start_offset(), |r| r.0), epoch)),
                     EARLIEST_LOCAL if version >= 8 => Ok((-1, log.log_start_offset(), epoch)),
-                    LATEST_TIERED if version >= 9 => Ok((-1, -1, -1)),
+                    LATEST_TIERED if version >= 9 => match remote {
+                        Some((_, tiered)) if tiered >= 0 => Ok((-1, tiered, epoch)),
+                        _ => Ok((-1, -1, -1)),
+                    },
                     MAX_TIMESTAMP if version >= 7 => match log.max_timestamp_offset() {
                         Ok(Some(t)) => Ok((t.timestamp, t.offset, t.leader_epoch.0)),
                         Ok(None) => Ok((-1, -1, -1)),

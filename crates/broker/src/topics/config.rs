@@ -139,7 +139,7 @@ pub fn log_config(
             .and_then(|v| u64::try_from(v).ok())
             .unwrap_or(default)
     };
-    let log = LogConfig {
+    let mut log = LogConfig {
         segment_bytes: unsigned("segment.bytes", defaults.segment_bytes),
         segment_ms: unsigned("segment.ms", defaults.segment_ms),
         segment_index_bytes: unsigned("segment.index.bytes", defaults.segment_index_bytes),
@@ -171,6 +171,9 @@ pub fn log_config(
         },
         file_delete_delay_ms: unsigned("file.delete.delay.ms", defaults.file_delete_delay_ms),
     };
+    if text("remote.storage.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        crate::remote::policy::hand_retention_to_remote_log_manager(&mut log);
+    }
     let extras = BrokerSideConfig {
         min_insync_replicas: long("min.insync.replicas")
             .and_then(|v| i32::try_from(v).ok())

@@ -1,0 +1,716 @@
+//! The remote log manager (KIP-405 tiered storage inside the broker).
+//!
+//! For every partition of a topic with `remote.storage.enable=true` a
+//! periodic task (every `remote.log.manager.task.interval.ms`, on tokio's
+//! blocking pool because both SPIs are synchronous) does, in order:
+//!
+//! 1. once per broker start, cleans up segments an earlier run left in
+//!    `COPY_SEGMENT_STARTED` or `DELETE_SEGMENT_STARTED` (delete lifecycle),
+//!    so an interrupted copy is redone, never duplicated;
+//! 2. copies closed segments below the last stable offset, in offset order,
+//!    through `COPY_SEGMENT_STARTED` → copy → `COPY_SEGMENT_FINISHED`
+//!    (a failure backs the partition off exponentially);
+//! 3. local retention: deletes local segments whose copy finished and that
+//!    are past `local.retention.*` (the log itself applies no retention to a
+//!    tiered topic, see [`policy::hand_retention_to_remote_log_manager`]);
+//! 4. total retention (`retention.*` over local plus remote) deletes remote
+//!    segments through the delete lifecycle.
+//!
+//! The log's own log start offset is the *local* log start offset once
+//! segments have left local disk; the partition's log start offset is the
+//! first offset held remotely (see [`RemoteLogManager::log_start_offset`]).
+//! Fetches below the local log start are served by [`RemoteLogManager::read`],
+//! which bounds concurrent remote reads by `remote.log.reader.threads` so they
+//! cannot take the blocking threads local fetches use.
+
+pub mod fetch;
+pub mod policy;
+pub mod settings;
+
+use {
+    crate::{
+        broker::Broker,
+        error::BrokerError,
+        partition::{LEADER_EPOCH, Partition},
+        topics::config as topic_config,
+    },
+    bytes::Bytes,
+    krabka_ids::LeaderEpoch,
+    krabka_remote_storage::{
+        BytePosition, IndexType, InmemoryRemoteLogMetadataManager, LocalTieredStorage, LogOffset,
+        LogSegmentData, RemoteIndexCache, RemoteLogMetadataManager, RemoteLogSegmentDetails,
+        RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate,
+        RemoteLogSegmentState, RemoteStorageError, RemoteStorageManager, TopicIdPartition,
+        parse_offset_index, position_for_relative_offset,
+    },
+    krabka_remote_storage_topic::{
+        KafkaMetadataEventLog, KafkaMetadataEventLogConfig, TopicBasedRemoteLogMetadataManager,
+        TopicBasedRlmmConfig,
+    },
+    policy::{LocalSegment, RemoteSegment, Retention},
+    settings::{MetadataManagerChoice, RemoteSettings},
+    std::{
+        collections::{BTreeMap, HashMap},
+        sync::{Arc, Mutex, PoisonError},
+        time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    },
+    tokio::sync::{Semaphore, watch},
+};
+
+/// Longest back-off after repeated copy failures of one partition.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// First back-off after a copy failure.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// Bytes read from the remote tier at least, so small fetches of a
+/// sequential consumer do not each cost a remote round trip per batch.
+const MIN_REMOTE_READ: usize = 64 * 1024;
+
+/// Per-partition bookkeeping of the remote log manager.
+#[derive(Debug, Clone, Default)]
+struct PartitionState {
+    /// First offset held in the remote tier, if any segment is there.
+    remote_start: Option<i64>,
+    /// Highest offset in the remote tier (KIP-1005 "latest tiered"), if any.
+    highest_tiered: Option<i64>,
+    /// Whether the partition was assigned to the metadata manager and its
+    /// leftovers from an earlier run were cleaned up.
+    prepared: bool,
+    /// Copy failures in a row.
+    failures: u32,
+    /// No copy before this instant (back-off).
+    retry_at: Option<Instant>,
+}
+
+/// Copies, expires and serves remote data of tiered partitions.
+pub struct RemoteLogManager {
+    broker_id: i32,
+    storage: Arc<dyn RemoteStorageManager>,
+    metadata: Arc<dyn RemoteLogMetadataManager>,
+    index_cache: RemoteIndexCache,
+    readers: Semaphore,
+    settings: RemoteSettings,
+    state: Mutex<HashMap<(String, i32), PartitionState>>,
+}
+
+impl std::fmt::Debug for RemoteLogManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteLogManager")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn backend(message: String) -> RemoteStorageError {
+    RemoteStorageError::Backend { message }
+}
+
+fn storage_error(e: &RemoteStorageError) -> BrokerError {
+    BrokerError::Task(format!("remote storage: {e}"))
+}
+
+/// Whether a topic's effective configuration turns tiering on.
+fn is_tiered(broker: &Broker, configs: &BTreeMap<String, String>, name: &str) -> bool {
+    topic_config::resolve_topic(&broker.config, &broker.registry, configs, name)
+        .value
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+fn long_setting(broker: &Broker, configs: &BTreeMap<String, String>, name: &str) -> i64 {
+    topic_config::resolve_topic(&broker.config, &broker.registry, configs, name)
+        .value
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(-1)
+}
+
+impl RemoteLogManager {
+    /// Builds the manager from the broker's settings, or `None` when
+    /// `remote.log.storage.system.enable` is false. With the topic-based
+    /// metadata manager this connects to the broker's own listener, so call
+    /// it once the listener serves.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Config`] for bad settings, [`BrokerError::Task`] if the
+    /// tier directory, index cache or metadata log cannot be opened.
+    pub async fn start(broker: &Arc<Broker>) -> Result<Option<Arc<Self>>, BrokerError> {
+        let Some(settings) = RemoteSettings::from_config(&broker.config)? else {
+            return Ok(None);
+        };
+        std::fs::create_dir_all(&settings.storage_dir).map_err(|source| BrokerError::Io {
+            action: "create remote tier directory",
+            path: settings.storage_dir.clone(),
+            source,
+        })?;
+        let storage: Arc<dyn RemoteStorageManager> =
+            Arc::new(LocalTieredStorage::new(settings.storage_dir.clone()));
+        let metadata: Arc<dyn RemoteLogMetadataManager> = match settings.metadata_manager {
+            MetadataManagerChoice::InMemory => Arc::new(InmemoryRemoteLogMetadataManager::new()),
+            MetadataManagerChoice::Topic => {
+                let (host, port) = broker.advertised();
+                let mut config = KafkaMetadataEventLogConfig::new(vec![format!("{host}:{port}")]);
+                config.partitions = settings.metadata_partitions;
+                let log = KafkaMetadataEventLog::connect(config)
+                    .await
+                    .map_err(|e| BrokerError::Task(format!("remote log metadata topic: {e}")))?;
+                Arc::new(TopicBasedRemoteLogMetadataManager::new(
+                    Arc::new(log),
+                    tokio::runtime::Handle::current(),
+                    TopicBasedRlmmConfig::default(),
+                ))
+            }
+        };
+        let index_cache = RemoteIndexCache::open(
+            &broker.config.log_dir,
+            settings.index_cache_bytes,
+            Arc::clone(&storage),
+        )
+        .map_err(|e| storage_error(&e))?;
+        Ok(Some(Arc::new(Self {
+            broker_id: broker.config.node_id,
+            storage,
+            metadata,
+            index_cache,
+            readers: Semaphore::new(settings.reader_threads),
+            settings,
+            state: Mutex::new(HashMap::new()),
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i32), PartitionState>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn partition_state(&self, p: &Partition) -> PartitionState {
+        self.lock()
+            .get(&(p.topic.clone(), p.index))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn set_partition_state(&self, p: &Partition, state: PartitionState) {
+        self.lock().insert((p.topic.clone(), p.index), state);
+    }
+
+    /// The partition's log start offset: the first offset in the remote tier
+    /// when there is one below the local log start, else the local one.
+    #[must_use]
+    pub fn log_start_offset(&self, p: &Partition) -> i64 {
+        let local = p.log.log_start_offset();
+        self.partition_state(p)
+            .remote_start
+            .map_or(local, |r| r.min(local))
+    }
+
+    /// Whether the partition's remote metadata is loaded (the first task pass
+    /// after start has run for it). Before that, offsets below the local log
+    /// start cannot be answered yet.
+    #[must_use]
+    pub fn is_loaded(&self, p: &Partition) -> bool {
+        self.partition_state(p).prepared || self.partition_state(p).remote_start.is_some()
+    }
+
+    /// Whether the partition belongs to a topic with `remote.storage.enable=true`.
+    #[must_use]
+    pub fn is_tiered(broker: &Broker, p: &Partition) -> bool {
+        broker
+            .registry
+            .get(&p.topic)
+            .is_some_and(|meta| is_tiered(broker, &meta.configs, "remote.storage.enable"))
+    }
+
+    /// KIP-1005 "latest tiered offset" (ListOffsets -5): the highest offset
+    /// copied to the remote tier, `None` if nothing is there.
+    #[must_use]
+    pub fn highest_tiered_offset(&self, p: &Partition) -> Option<i64> {
+        self.partition_state(p).highest_tiered
+    }
+
+    /// Runs the copy and retention tasks every task interval until shutdown.
+    pub async fn run(self: Arc<Self>, broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(self.settings.task_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let rlm = Arc::clone(&self);
+                    let broker = Arc::clone(&broker);
+                    let _ = tokio::task::spawn_blocking(move || rlm.run_once(&broker)).await;
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// One pass of the tasks over every tiered partition. Blocking.
+    pub fn run_once(&self, broker: &Broker) {
+        for p in broker.partitions.all() {
+            let Some(meta) = broker.registry.get(&p.topic) else {
+                continue;
+            };
+            if !is_tiered(broker, &meta.configs, "remote.storage.enable") {
+                continue;
+            }
+            if let Err(e) = self.run_partition(broker, &p, &meta.configs) {
+                tracing::warn!(partition = ?p, error = %e, "remote log manager task failed");
+            }
+        }
+    }
+
+    fn tip(p: &Partition) -> TopicIdPartition {
+        TopicIdPartition::new(p.topic_id, p.topic.clone(), p.index)
+    }
+
+    fn run_partition(
+        &self,
+        broker: &Broker,
+        p: &Partition,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), RemoteStorageError> {
+        let tp = Self::tip(p);
+        let mut state = self.partition_state(p);
+        if !state.prepared {
+            self.metadata
+                .on_partition_leadership_changes(std::slice::from_ref(&tp), &[])?;
+            let waited = Instant::now();
+            while !self.metadata.is_ready(&tp) {
+                if waited.elapsed() > Duration::from_secs(30) {
+                    return Err(backend(format!("metadata of {tp} not ready")));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            self.clean_unfinished(&tp)?;
+            state.prepared = true;
+            self.refresh(&tp, &mut state)?;
+            self.set_partition_state(p, state.clone());
+        }
+        let copy_disabled = is_tiered(broker, configs, "remote.log.copy.disable");
+        let backing_off = state.retry_at.is_some_and(|t| Instant::now() < t);
+        if !copy_disabled && !backing_off {
+            match self.copy_pending(p, &tp, &state) {
+                Ok(()) => {
+                    state.failures = 0;
+                    state.retry_at = None;
+                }
+                Err(e) => {
+                    state.failures = state.failures.saturating_add(1);
+                    let backoff = FIRST_BACKOFF
+                        .saturating_mul(
+                            2u32.saturating_pow(state.failures.saturating_sub(1).min(16)),
+                        )
+                        .min(MAX_BACKOFF);
+                    state.retry_at = Some(Instant::now() + backoff);
+                    // The failed copy is left in COPY_SEGMENT_STARTED; clean it
+                    // (and redo it) at the next attempt.
+                    state.prepared = false;
+                    tracing::warn!(partition = ?p, error = %e, ?backoff, "segment copy failed; retrying later");
+                }
+            }
+        }
+        self.refresh(&tp, &mut state)?;
+        let retention = Retention::from_raw(
+            long_setting(broker, configs, "retention.ms"),
+            long_setting(broker, configs, "retention.bytes"),
+            long_setting(broker, configs, "local.retention.ms"),
+            long_setting(broker, configs, "local.retention.bytes"),
+        );
+        self.apply_local_retention(p, &state, retention);
+        self.apply_total_retention(p, &tp, &mut state, retention)?;
+        self.refresh(&tp, &mut state)?;
+        self.set_partition_state(p, state);
+        Ok(())
+    }
+
+    /// Re-reads the remote start and highest offset from the metadata manager.
+    fn refresh(
+        &self,
+        tp: &TopicIdPartition,
+        state: &mut PartitionState,
+    ) -> Result<(), RemoteStorageError> {
+        let finished: Vec<_> = self
+            .metadata
+            .list_remote_log_segments(tp)?
+            .into_iter()
+            .filter(|m| m.state() == RemoteLogSegmentState::CopySegmentFinished)
+            .collect();
+        state.remote_start = finished
+            .iter()
+            .map(RemoteLogSegmentMetadata::start_offset)
+            .min();
+        state.highest_tiered = finished
+            .iter()
+            .map(RemoteLogSegmentMetadata::end_offset)
+            .max();
+        Ok(())
+    }
+
+    /// Deletes (through the lifecycle) every segment an earlier run left
+    /// half copied or half deleted.
+    fn clean_unfinished(&self, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
+        for m in self.metadata.list_remote_log_segments(tp)? {
+            match m.state() {
+                RemoteLogSegmentState::CopySegmentStarted => {
+                    tracing::info!(segment = %m.remote_log_segment_id(), "cleaning up an unfinished copy");
+                    self.delete_remote(&m, true)?;
+                }
+                RemoteLogSegmentState::DeleteSegmentStarted => self.delete_remote(&m, false)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn update(
+        &self,
+        m: &RemoteLogSegmentMetadata,
+        state: RemoteLogSegmentState,
+        custom: Option<krabka_remote_storage::CustomMetadata>,
+    ) -> Result<(), RemoteStorageError> {
+        self.metadata
+            .update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate::new(
+                m.remote_log_segment_id().clone(),
+                now_ms(),
+                custom,
+                state,
+                self.broker_id,
+            ))
+    }
+
+    /// DELETE_SEGMENT_STARTED (unless already there) → delete → DELETE_SEGMENT_FINISHED.
+    fn delete_remote(
+        &self,
+        m: &RemoteLogSegmentMetadata,
+        start: bool,
+    ) -> Result<(), RemoteStorageError> {
+        if start {
+            self.update(m, RemoteLogSegmentState::DeleteSegmentStarted, None)?;
+        }
+        self.storage.delete_log_segment_data(m)?;
+        self.index_cache.remove_segment(m.remote_log_segment_id());
+        self.update(m, RemoteLogSegmentState::DeleteSegmentFinished, None)
+    }
+
+    fn local_segments(p: &Partition) -> Vec<(LocalSegment, krabka_log::SegmentInfo)> {
+        p.log
+            .segments()
+            .into_iter()
+            .map(|s| {
+                (
+                    LocalSegment {
+                        base_offset: s.base_offset,
+                        end_offset: s.end_offset,
+                        size_bytes: s.size_bytes,
+                        max_timestamp: s.max_timestamp,
+                        active: s.active,
+                    },
+                    s,
+                )
+            })
+            .collect()
+    }
+
+    fn next_to_copy(state: &PartitionState) -> i64 {
+        state.highest_tiered.map_or(0, |h| h + 1)
+    }
+
+    fn copy_pending(
+        &self,
+        p: &Partition,
+        tp: &TopicIdPartition,
+        state: &PartitionState,
+    ) -> Result<(), RemoteStorageError> {
+        let segments = Self::local_segments(p);
+        let plain: Vec<LocalSegment> = segments.iter().map(|(s, _)| *s).collect();
+        // Single node: the high watermark is the log end, and the LSO is never above it.
+        let upper = p.log.last_stable_offset().min(p.high_watermark());
+        for seg in policy::segments_to_copy(&plain, Self::next_to_copy(state), upper) {
+            let Some((_, info)) = segments
+                .iter()
+                .find(|(s, _)| s.base_offset == seg.base_offset)
+            else {
+                continue;
+            };
+            self.copy_segment(p, tp, info)?;
+        }
+        Ok(())
+    }
+
+    fn copy_segment(
+        &self,
+        p: &Partition,
+        tp: &TopicIdPartition,
+        info: &krabka_log::SegmentInfo,
+    ) -> Result<(), RemoteStorageError> {
+        let (base, end) = (info.base_offset, info.end_offset);
+        let all_epochs = p.log.leader_epochs();
+        let upto: Vec<krabka_log::EpochEntry> = all_epochs
+            .iter()
+            .copied()
+            .filter(|e| e.start_offset < end)
+            .collect();
+        let mut segment_epochs = BTreeMap::new();
+        for (i, e) in upto.iter().enumerate() {
+            let next = upto.get(i + 1).map_or(i64::MAX, |n| n.start_offset);
+            if next > base {
+                segment_epochs.insert(e.epoch, e.start_offset.max(base));
+            }
+        }
+        if segment_epochs.is_empty() {
+            segment_epochs.insert(LEADER_EPOCH, base);
+        }
+        let txn = info.txn_index_path.metadata().ok().map(|m| m.len());
+        let size = i32::try_from(info.size_bytes)
+            .map_err(|_| backend(format!("segment {} too large", info.log_path.display())))?;
+        let details = RemoteLogSegmentDetails::new(
+            size,
+            RemoteLogSegmentState::CopySegmentStarted,
+            segment_epochs,
+        )
+        .with_txn_idx_empty(txn.is_none_or(|n| n == 0));
+        let metadata = RemoteLogSegmentMetadata::new(
+            RemoteLogSegmentId::generate_new(tp.clone()),
+            base,
+            end - 1,
+            info.max_timestamp,
+            self.broker_id,
+            now_ms(),
+            details,
+        )?;
+        let snapshot = krabka_log::producer_state::snapshot_path(p.log.dir(), end);
+        let data = LogSegmentData {
+            log_segment: info.log_path.clone(),
+            offset_index: info.offset_index_path.clone(),
+            time_index: info.time_index_path.clone(),
+            transaction_index: txn.filter(|n| *n > 0).map(|_| info.txn_index_path.clone()),
+            producer_snapshot_index: snapshot.exists().then_some(snapshot),
+            leader_epoch_index: Bytes::from(krabka_log::leader_epoch::render(&upto)),
+        };
+        self.metadata
+            .add_remote_log_segment_metadata(metadata.clone())?;
+        let custom = self.storage.copy_log_segment_data(&metadata, &data)?;
+        self.update(
+            &metadata,
+            RemoteLogSegmentState::CopySegmentFinished,
+            custom,
+        )?;
+        tracing::debug!(partition = ?p, base, end, "copied segment to the remote tier");
+        Ok(())
+    }
+
+    fn apply_local_retention(&self, p: &Partition, state: &PartitionState, retention: Retention) {
+        let plain: Vec<LocalSegment> = Self::local_segments(p)
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        let n = policy::local_segments_to_delete(
+            &plain,
+            Self::next_to_copy(state),
+            retention,
+            now_ms(),
+        );
+        let Some(last) = n.checked_sub(1).and_then(|i| plain.get(i)) else {
+            return;
+        };
+        match p.log.advance_log_start_offset(last.end_offset) {
+            Ok(_) => {
+                tracing::info!(partition = ?p, segments = n, local_log_start = last.end_offset, "local retention deleted tiered segments")
+            }
+            Err(e) => tracing::warn!(partition = ?p, error = %e, "local retention failed"),
+        }
+    }
+
+    fn apply_total_retention(
+        &self,
+        p: &Partition,
+        tp: &TopicIdPartition,
+        state: &mut PartitionState,
+        retention: Retention,
+    ) -> Result<(), RemoteStorageError> {
+        let finished: Vec<RemoteLogSegmentMetadata> = self
+            .metadata
+            .list_remote_log_segments(tp)?
+            .into_iter()
+            .filter(|m| m.state() == RemoteLogSegmentState::CopySegmentFinished)
+            .collect();
+        let remote: Vec<RemoteSegment> = finished
+            .iter()
+            .map(|m| RemoteSegment {
+                start_offset: m.start_offset(),
+                end_offset: m.end_offset(),
+                size_bytes: u64::try_from(m.segment_size_in_bytes()).unwrap_or(0),
+                max_timestamp: m.max_timestamp_ms(),
+            })
+            .collect();
+        let next = Self::next_to_copy(state);
+        let local_only: u64 = p
+            .log
+            .segments()
+            .iter()
+            .filter(|s| s.base_offset >= next)
+            .map(|s| s.size_bytes)
+            .sum();
+        let n = policy::remote_segments_to_delete(&remote, local_only, retention, now_ms());
+        let mut new_start = None;
+        for m in finished.iter().take(n) {
+            self.delete_remote(m, true)?;
+            new_start = Some(m.end_offset() + 1);
+        }
+        // Offsets gone from the remote tier are gone from the log: local copies
+        // of them (if local retention kept any) go too.
+        if let Some(start) = new_start
+            && start > p.log.log_start_offset()
+            && let Err(e) = p
+                .log
+                .advance_log_start_offset(start.min(p.log.log_end_offset()))
+        {
+            tracing::warn!(partition = ?p, error = %e, "advancing the log start after remote retention failed");
+        }
+        if n > 0 {
+            tracing::info!(partition = ?p, segments = n, "total retention deleted remote segments");
+        }
+        Ok(())
+    }
+
+    /// Reads whole batches from the remote tier starting with the batch that
+    /// holds `offset` (below the local log start), at most `max_bytes` (at
+    /// least one batch if `min_one_batch`). Waits at most
+    /// `remote.fetch.max.wait.ms`, answering no records when that passes.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError::SegmentNotFound`] if no finished remote segment
+    /// holds `offset`, or the tier's error.
+    pub async fn read(
+        self: &Arc<Self>,
+        p: &Partition,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Bytes, RemoteStorageError> {
+        let Ok(_permit) = self.readers.acquire().await else {
+            return Err(RemoteStorageError::Closed);
+        };
+        let rlm = Arc::clone(self);
+        let tp = Self::tip(p);
+        let task = tokio::task::spawn_blocking(move || {
+            rlm.read_blocking(&tp, offset, max_bytes, min_one_batch)
+        });
+        match tokio::time::timeout(self.settings.fetch_max_wait, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(backend(format!("remote read task: {e}"))),
+            Err(_) => Ok(Bytes::new()),
+        }
+    }
+
+    fn find_segment(
+        &self,
+        tp: &TopicIdPartition,
+        offset: i64,
+    ) -> Result<RemoteLogSegmentMetadata, RemoteStorageError> {
+        // The epoch lookup Kafka uses first; a log whose epochs below the local
+        // start were truncated falls back to the offset ranges.
+        let epoch: LeaderEpoch = LEADER_EPOCH;
+        if let Some(m) = self
+            .metadata
+            .remote_log_segment_metadata(tp, epoch, offset)?
+        {
+            return Ok(m);
+        }
+        self.metadata
+            .list_remote_log_segments(tp)?
+            .into_iter()
+            .find(|m| {
+                m.state() == RemoteLogSegmentState::CopySegmentFinished
+                    && m.start_offset() <= offset
+                    && offset <= m.end_offset()
+            })
+            .ok_or_else(|| backend(format!("no remote segment of {tp} holds offset {offset}")))
+    }
+
+    fn read_blocking(
+        &self,
+        tp: &TopicIdPartition,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Bytes, RemoteStorageError> {
+        let m = self.find_segment(tp, offset)?;
+        let (index, _) = self.index_cache.get(&m, IndexType::Offset)?;
+        let entries = parse_offset_index(&index)?;
+        let relative = LogOffset(offset)
+            .relative_to(LogOffset(m.start_offset()))
+            .ok_or_else(|| backend(format!("offset {offset} outside its segment")))?;
+        let start = position_for_relative_offset(&entries, relative);
+        let size = u32::try_from(m.segment_size_in_bytes()).unwrap_or(0);
+        if start.0 >= size {
+            return Ok(Bytes::new());
+        }
+        let want = u32::try_from(max_bytes.max(MIN_REMOTE_READ)).unwrap_or(u32::MAX);
+        let end = start.0.saturating_add(want).min(size).saturating_sub(1);
+        let chunk = self
+            .storage
+            .fetch_log_segment(&m, start, Some(BytePosition(end)))?;
+        let mut at = 0usize;
+        let mut first: Option<usize> = None;
+        let mut last_end = 0usize;
+        while let Some(header) = chunk.get(at..at + 27) {
+            let len_field = header
+                .get(8..12)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(i32::from_be_bytes)
+                .unwrap_or(-1);
+            let base = header
+                .get(0..8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(i64::from_be_bytes)
+                .unwrap_or(-1);
+            let delta = header
+                .get(23..27)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(i32::from_be_bytes)
+                .unwrap_or(-1);
+            let Ok(len) = usize::try_from(len_field) else {
+                return Err(backend(format!(
+                    "corrupt batch in remote segment {}",
+                    m.remote_log_segment_id()
+                )));
+            };
+            let total = 12 + len;
+            let last = base + i64::from(delta);
+            if first.is_none() && last < offset {
+                at += total;
+                continue;
+            }
+            let taken = first.map_or(0, |f| last_end - f);
+            if at + total > chunk.len() {
+                if first.is_none() && min_one_batch {
+                    // The first batch is larger than the read: fetch exactly it.
+                    let from = start
+                        .0
+                        .saturating_add(u32::try_from(at).unwrap_or(u32::MAX));
+                    let to = from
+                        .saturating_add(u32::try_from(total).unwrap_or(u32::MAX))
+                        .saturating_sub(1);
+                    return self.storage.fetch_log_segment(
+                        &m,
+                        BytePosition(from),
+                        Some(BytePosition(to)),
+                    );
+                }
+                break;
+            }
+            if taken + total > max_bytes && !(first.is_none() && min_one_batch) {
+                break;
+            }
+            first.get_or_insert(at);
+            at += total;
+            last_end = at;
+        }
+        Ok(first.map_or_else(Bytes::new, |f| chunk.slice(f..last_end)))
+    }
+}
