@@ -39,9 +39,10 @@ class ConfluentMember(threading.Thread):
             "client.id": name,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 500,
         }
+        if (extra or {}).get("group.protocol") != "consumer":
+            # The KIP-848 protocol takes these from the broker instead.
+            conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
         conf.update(extra or {})
         self.consumer = Consumer(conf)
         self.topic = topic
@@ -52,14 +53,16 @@ class ConfluentMember(threading.Thread):
         self.stopping = threading.Event()
         self.closed = threading.Event()
 
+    # Incremental, so both the eager classic protocol (whole assignment
+    # revoked, then assigned) and KIP-848 (only the changes) are tracked.
     def _on_assign(self, consumer, partitions):
         with self.lock:
-            self.assigned = {p.partition for p in partitions}
+            self.assigned |= {p.partition for p in partitions}
             self.assign_calls += 1
 
     def _on_revoke(self, consumer, partitions):
         with self.lock:
-            self.assigned = set()
+            self.assigned -= {p.partition for p in partitions}
 
     def run(self):
         self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
@@ -307,3 +310,31 @@ def test_static_member_restart_causes_no_rebalance(broker):
         a2.stop()
     finally:
         b.stop()
+
+
+def test_consumer_protocol_members_share_and_hand_over_partitions(broker):
+    """KIP-848 (group.protocol=consumer): server-side assignment, handover
+    on leave, every record committed exactly once."""
+    topic, group = "kip848", "kip848-group"
+    create_topic(broker.bootstrap, topic, partitions=4)
+    for p in range(4):
+        produce_confluent(broker.bootstrap, topic, [(None, b"a%d" % i, []) for i in range(25)], partition=p)
+    extra = {"group.protocol": "consumer"}
+    members = [ConfluentMember(broker.bootstrap, group, topic, "new-%d" % i, extra) for i in range(2)]
+    for m in members:
+        m.start()
+    try:
+        wait_until(lambda: assignments_cover(members, 4), what="two KIP-848 members covering 4 partitions")
+        wait_until(lambda: len(all_committed(members)) >= 100, what="first 100 records committed")
+        leaving = members.pop(0)
+        leaving.stop()
+        wait_until(lambda: members[0].assignment() == set(range(4)), what="the remaining member owning all 4")
+        for p in range(4):
+            produce_confluent(broker.bootstrap, topic, [(None, b"b%d" % i, []) for i in range(25)], partition=p)
+        wait_until(lambda: len(all_committed(members + [leaving])) >= 200, what="all 200 records committed")
+    finally:
+        for m in members:
+            m.stop()
+    committed = all_committed(members + [leaving])
+    assert len(committed) == len(set(committed)), "a record was committed twice"
+    assert set(committed) == {(p, o) for p in range(4) for o in range(50)}

@@ -62,17 +62,18 @@ impl GroupCoordinator {
             .groups
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
-            .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+            .filter(|g| states.is_empty() || states.contains(&g.listed_state().0.to_lowercase()))
+            .filter(|g| types.is_empty() || types.iter().any(|t| t == g.listed_state().1))
             .map(|g| {
+                let (state_name, group_type) = g.listed_state();
                 let mut listed = ListedGroup::default()
                     .with_group_id(kafka_protocol::messages::GroupId(sb(&g.id)))
                     .with_protocol_type(sb(g.protocol_type.as_deref().unwrap_or("")));
                 if version >= 4 {
-                    listed = listed.with_group_state(sb(g.state.name()));
+                    listed = listed.with_group_state(sb(state_name));
                 }
                 if version >= 5 {
-                    listed = listed.with_group_type(StrBytes::from_static_str("classic"));
+                    listed = listed.with_group_type(sb(group_type));
                 }
                 listed
             })

@@ -271,8 +271,28 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<GroupCoordinator>, GroupE
     };
     let log = Arc::new(PartitionGroupLog::new(broker));
     let coordinator = GroupCoordinator::load(config, node, Arc::new(SystemClock), log).await?;
+    coordinator.set_topic_lookup(Arc::new(RegistryTopics {
+        broker: Arc::downgrade(broker),
+    }));
     let groups = coordinator.lock().groups.len();
     tracing::info!(groups, "group coordinator loaded {OFFSETS_TOPIC}");
     coordinator.spawn_ticker(TICK);
     Ok(coordinator)
+}
+
+/// [`TopicLookup`](super::TopicLookup) over the broker's topic registry.
+#[derive(Debug)]
+struct RegistryTopics {
+    broker: Weak<Broker>,
+}
+
+impl super::TopicLookup for RegistryTopics {
+    fn by_name(&self, name: &str) -> Option<(uuid::Uuid, i32)> {
+        let meta = self.broker.upgrade()?.registry.get(name)?;
+        Some((meta.id, meta.partitions))
+    }
+
+    fn name_of(&self, id: uuid::Uuid) -> Option<String> {
+        Some(self.broker.upgrade()?.registry.by_id(id)?.name)
+    }
 }

@@ -534,6 +534,13 @@ fn join(
     if group.state == GroupState::Dead {
         return err(ResponseError::CoordinatorNotAvailable);
     }
+    if group.is_consumer_group() {
+        if group.has_members() {
+            // Classic members cannot join a consumer-protocol group.
+            return err(ResponseError::InconsistentGroupProtocol);
+        }
+        group.consumer = None;
+    }
     if !group.supports_protocols(&params.protocol_type, &params.protocols) {
         return err(ResponseError::InconsistentGroupProtocol);
     }

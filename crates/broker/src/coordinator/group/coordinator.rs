@@ -112,6 +112,7 @@ pub struct GroupCoordinator {
     log: Arc<dyn GroupLog>,
     state: Mutex<CoordinatorState>,
     writers: Vec<tokio::sync::Mutex<()>>,
+    topics: std::sync::OnceLock<Arc<dyn super::consumer::TopicLookup>>,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -159,12 +160,23 @@ impl GroupCoordinator {
             clock,
             log,
             state: Mutex::new(state),
+            topics: std::sync::OnceLock::new(),
         }))
     }
 
     /// The `__consumer_offsets` partition that holds `group`.
     pub fn partition_for(&self, group: &str) -> i32 {
         partition_for(group, self.config.offsets_topic_num_partitions)
+    }
+
+    /// Tells the coordinator which topics exist (the KIP-848 assignors need
+    /// their ids and partition counts); only the first call has an effect.
+    pub fn set_topic_lookup(&self, topics: Arc<dyn super::consumer::TopicLookup>) {
+        let _ = self.topics.set(topics);
+    }
+
+    pub(crate) fn topic_lookup(&self) -> Option<Arc<dyn super::consumer::TopicLookup>> {
+        self.topics.get().cloned()
     }
 
     /// The coordinator's settings.
@@ -270,7 +282,10 @@ impl GroupCoordinator {
             let due: Vec<String> = state
                 .groups
                 .values()
-                .filter(|g| super::classic::has_due_timer(g, now))
+                .filter(|g| {
+                    super::classic::has_due_timer(g, now)
+                        || super::consumer::has_due_consumer_timer(g, now)
+                })
                 .map(|g| g.id.clone())
                 .collect();
             let expiry_due = now >= state.next_expiry_check_ms;
@@ -279,11 +294,13 @@ impl GroupCoordinator {
             }
             (due, expiry_due)
         };
+        let topics = self.topic_lookup();
         for id in due {
             let config = &self.config;
             self.mutate(&id, |state, now, effects| {
                 if let Some(group) = state.groups.get_mut(&id) {
                     super::classic::run_timers(group, config, now, effects);
+                    super::consumer::run_consumer_timers(group, topics.as_ref(), now);
                 }
             })
             .await;

@@ -21,15 +21,19 @@
 //!
 //! Implemented: FindCoordinator, the classic protocol (JoinGroup, SyncGroup,
 //! Heartbeat, LeaveGroup), OffsetCommit, OffsetFetch, OffsetDelete,
-//! ListGroups, DescribeGroups, DeleteGroups. Not implemented: the KIP-848
-//! consumer protocol (ConsumerGroupHeartbeat / ConsumerGroupDescribe) and
-//! transactional offset commits; they are not advertised.
+//! ListGroups, DescribeGroups, DeleteGroups, and the KIP-848 consumer
+//! protocol (ConsumerGroupHeartbeat / ConsumerGroupDescribe with the
+//! `uniform` and `range` server assignors, [`consumer`]). Not implemented:
+//! transactional offset commits, regex subscriptions, and persisting
+//! KIP-848 membership (members rejoin after a restart; offsets persist).
 
 mod admin;
+pub mod assignor;
 pub mod broker_log;
 mod classic;
 pub mod clock;
 pub mod config;
+pub mod consumer;
 mod consumer_protocol;
 mod coordinator;
 pub mod error;
@@ -48,6 +52,7 @@ use kafka_protocol::messages::ApiKey;
 pub use admin::{KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::GroupConfig;
+pub use consumer::TopicLookup;
 pub use coordinator::{CoordinatorNode, GroupCoordinator, RequestContext};
 pub use error::GroupError;
 pub use log::{GroupLog, GroupLogRecord, InMemoryGroupLog};
@@ -70,4 +75,6 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];

@@ -67,6 +67,9 @@ fn validate_commit(
     if group.state == GroupState::Dead {
         return ResponseError::CoordinatorNotAvailable.code();
     }
+    if group.is_consumer_group() {
+        return super::consumer::validate_consumer_commit(group, member_id, generation, now);
+    }
     if generation < 0 && group.state == GroupState::Empty {
         return NONE;
     }
@@ -399,6 +402,13 @@ fn expired_offsets(group: &Group, now: i64, retention: i64) -> Vec<(String, i32)
             now.saturating_sub(base) >= retention
         }
     };
+    if group
+        .consumer
+        .as_ref()
+        .is_some_and(|c| !c.members.is_empty())
+    {
+        return Vec::new();
+    }
     match (&group.protocol_type, group.state) {
         (Some(_), GroupState::Empty) => group
             .offsets

@@ -235,6 +235,8 @@ pub struct Group {
     pub sync_deadline_ms: Option<i64>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// The KIP-848 side, when this is a consumer-protocol group.
+    pub consumer: Option<super::consumer::ConsumerGroup>,
 }
 
 impl Group {
@@ -255,6 +257,7 @@ impl Group {
             rebalance: None,
             sync_deadline_ms: None,
             offsets: BTreeMap::new(),
+            consumer: None,
         }
     }
 
@@ -266,7 +269,25 @@ impl Group {
 
     /// Whether the group has members (joined, or pending a member id).
     pub fn has_members(&self) -> bool {
-        !self.members.is_empty() || !self.pending_members.is_empty()
+        !self.members.is_empty()
+            || !self.pending_members.is_empty()
+            || self
+                .consumer
+                .as_ref()
+                .is_some_and(|c| !c.members.is_empty())
+    }
+
+    /// Whether this is a KIP-848 consumer-protocol group.
+    pub fn is_consumer_group(&self) -> bool {
+        self.consumer.is_some()
+    }
+
+    /// The state name `ListGroups` shows, and the group type.
+    pub fn listed_state(&self) -> (&'static str, &'static str) {
+        match &self.consumer {
+            Some(c) => (c.state_name(), "consumer"),
+            None => (self.state.name(), "classic"),
+        }
     }
 
     /// The member id registered for a static instance id.

@@ -1516,3 +1516,201 @@ async fn static_leader_restart_gets_members_but_no_rebalance() {
         assert_eq!(state_of(&h, "g"), Some((GroupState::Stable, generation, 2)));
     }
 }
+
+mod consumer_protocol {
+    use super::*;
+    use kafka_protocol::messages::consumer_group_describe_request::ConsumerGroupDescribeRequest;
+    use kafka_protocol::messages::consumer_group_heartbeat_request::{
+        ConsumerGroupHeartbeatRequest, TopicPartitions,
+    };
+    use kafka_protocol::messages::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse;
+    use std::collections::BTreeSet;
+    use uuid::Uuid;
+
+    const TOPIC: Uuid = Uuid::from_u128(7);
+
+    struct Topics;
+    impl TopicLookup for Topics {
+        fn by_name(&self, name: &str) -> Option<(Uuid, i32)> {
+            (name == "t").then_some((TOPIC, 4))
+        }
+        fn name_of(&self, id: Uuid) -> Option<String> {
+            (id == TOPIC).then(|| "t".to_owned())
+        }
+    }
+
+    async fn consumer_harness() -> Harness {
+        let h = harness().await;
+        h.coord.set_topic_lookup(Arc::new(Topics));
+        h
+    }
+
+    fn hb(member: &str, epoch: i32, owned: Option<&[i32]>) -> ConsumerGroupHeartbeatRequest {
+        let mut req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("cg")))
+            .with_member_id(sb(member))
+            .with_member_epoch(epoch)
+            .with_topic_partitions(owned.map(|ps| {
+                vec![
+                    TopicPartitions::default()
+                        .with_topic_id(TOPIC)
+                        .with_partitions(ps.to_vec()),
+                ]
+            }));
+        if epoch == 0 {
+            req = req
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(vec![TopicName(sb("t"))]));
+        }
+        req
+    }
+
+    fn partitions(resp: &ConsumerGroupHeartbeatResponse) -> Option<BTreeSet<i32>> {
+        resp.assignment.as_ref().map(|a| {
+            a.topic_partitions
+                .iter()
+                .flat_map(|t| t.partitions.iter().copied())
+                .collect()
+        })
+    }
+
+    #[tokio::test]
+    async fn members_converge_with_revocation_before_reassignment() {
+        let h = consumer_harness().await;
+        let c = &h.coord;
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 0, Some(&[])))
+            .await;
+        assert_eq!(a.error_code, 0);
+        assert_eq!(a.member_epoch, 1);
+        assert_eq!(partitions(&a), Some(BTreeSet::from([0, 1, 2, 3])));
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 0, Some(&[])))
+            .await;
+        assert_eq!(b.member_epoch, 2);
+        assert_eq!(
+            partitions(&b),
+            Some(BTreeSet::new()),
+            "a still holds everything"
+        );
+        // a is told to give two partitions up, keeping its epoch until it does.
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&[0, 1, 2, 3])))
+            .await;
+        assert_eq!(a.member_epoch, 1);
+        let kept = partitions(&a).unwrap();
+        assert_eq!(kept.len(), 2);
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&[])))
+            .await;
+        assert_eq!(
+            partitions(&b).unwrap_or_default(),
+            BTreeSet::new(),
+            "not released yet"
+        );
+        let kept_vec: Vec<i32> = kept.iter().copied().collect();
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&kept_vec)))
+            .await;
+        assert_eq!(a.member_epoch, 2, "revocation acknowledged");
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&[])))
+            .await;
+        let got = partitions(&b).unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got.is_disjoint(&kept));
+        // Errors.
+        let fenced = c.consumer_group_heartbeat(&ctx(1), hb("a", 7, None)).await;
+        assert_eq!(fenced.error_code, code(ResponseError::FencedMemberEpoch));
+        let unknown = c.consumer_group_heartbeat(&ctx(1), hb("zz", 3, None)).await;
+        assert_eq!(unknown.error_code, code(ResponseError::UnknownMemberId));
+        let bad_assignor = c
+            .consumer_group_heartbeat(
+                &ctx(1),
+                hb("x", 0, None).with_server_assignor(Some(sb("sticky"))),
+            )
+            .await;
+        assert_eq!(
+            bad_assignor.error_code,
+            code(ResponseError::UnsupportedAssignor)
+        );
+        // Commits carry the member epoch.
+        let ok = c
+            .offset_commit(&ctx(9), commit_req("cg", 2, "b", &[("t", 0, 3)]))
+            .await;
+        assert_eq!(commit_errors(&ok), vec![0]);
+        let stale = c
+            .offset_commit(&ctx(9), commit_req("cg", 1, "b", &[("t", 0, 4)]))
+            .await;
+        assert_eq!(
+            commit_errors(&stale),
+            vec![code(ResponseError::StaleMemberEpoch)]
+        );
+        // Listing and describing.
+        let listed = c
+            .list_groups(
+                &ctx(5),
+                ListGroupsRequest::default().with_types_filter(vec![sb("consumer")]),
+            )
+            .await;
+        assert_eq!(listed.groups.len(), 1);
+        assert_eq!(listed.groups[0].group_type.as_str(), "consumer");
+        let described = c
+            .consumer_group_describe(
+                &ctx(1),
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(sb("cg"))]),
+            )
+            .await;
+        let g = &described.groups[0];
+        assert_eq!(g.error_code, 0);
+        assert_eq!(g.members.len(), 2);
+        assert_eq!(g.assignor_name.as_str(), "uniform");
+        assert_eq!(g.group_state.as_str(), "Stable");
+        // a leaves: b ends up with everything.
+        let left = c.consumer_group_heartbeat(&ctx(1), hb("a", -1, None)).await;
+        assert_eq!(left.member_epoch, -1);
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&[])))
+            .await;
+        assert_eq!(b.member_epoch, 3);
+        assert_eq!(partitions(&b), Some(BTreeSet::from([0, 1, 2, 3])));
+        // A classic join into a live consumer group is refused.
+        let join = c.join_group(&ctx(5), join_req("cg", "", &["range"])).await;
+        assert_eq!(
+            join.error_code,
+            code(ResponseError::InconsistentGroupProtocol)
+        );
+        // b goes silent: its session expires and the group empties.
+        h.advance(super::super::consumer::SESSION_TIMEOUT_MS).await;
+        let state = c.lock();
+        assert!(
+            state.groups["cg"]
+                .consumer
+                .as_ref()
+                .unwrap()
+                .members
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn consumer_responses_encode() {
+        let h = consumer_harness().await;
+        for v in 0..=1 {
+            let r = h
+                .coord
+                .consumer_group_heartbeat(&ctx(v), hb(&format!("m{v}"), 0, None))
+                .await;
+            encodes(&r, v);
+            let r = h
+                .coord
+                .consumer_group_describe(
+                    &ctx(v),
+                    ConsumerGroupDescribeRequest::default()
+                        .with_group_ids(vec![GroupId(sb("cg")), GroupId(sb("no"))]),
+                )
+                .await;
+            encodes(&r, v);
+        }
+    }
+}

@@ -16,9 +16,10 @@ use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, RequestHeader, SyncGroupRequest,
+    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DeleteGroupsRequest,
+    DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, RequestHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -40,6 +41,8 @@ pub enum GroupRequest {
     ListGroups(ListGroupsRequest),
     DescribeGroups(DescribeGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
 }
 
 /// Whether `api` is one of the coordinator's.
@@ -69,6 +72,8 @@ pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<GroupRequest
         ApiKey::ListGroups => GroupRequest::ListGroups(d(buf, version)?),
         ApiKey::DescribeGroups => GroupRequest::DescribeGroups(d(buf, version)?),
         ApiKey::DeleteGroups => GroupRequest::DeleteGroups(d(buf, version)?),
+        ApiKey::ConsumerGroupHeartbeat => GroupRequest::ConsumerGroupHeartbeat(d(buf, version)?),
+        ApiKey::ConsumerGroupDescribe => GroupRequest::ConsumerGroupDescribe(d(buf, version)?),
         other => return Err(format!("{other:?} is not a group coordinator API")),
     })
 }
@@ -135,6 +140,18 @@ pub async fn handle(
         GroupRequest::DeleteGroups(r) => {
             encode_response(api_key, version, id, &c.delete_groups(&ctx, r).await)
         }
+        GroupRequest::ConsumerGroupHeartbeat(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &c.consumer_group_heartbeat(&ctx, r).await,
+        ),
+        GroupRequest::ConsumerGroupDescribe(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &c.consumer_group_describe(&ctx, r).await,
+        ),
     }
 }
 
