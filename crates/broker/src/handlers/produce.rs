@@ -55,6 +55,15 @@ pub async fn handle_produce(
         .as_ref()
         .is_some_and(|t| !t.0.is_empty());
     let valid_acks = matches!(request.acks, -1..=1);
+    let mut topics: Vec<TopicProduceResponse> = Vec::new();
+    // One slot per partition in request order: a ready answer, or None for
+    // the next finished append.
+    let mut slots: Vec<(usize, Option<PartitionProduceResponse>)> = Vec::new();
+    let mut pending: Vec<
+        std::pin::Pin<Box<dyn std::future::Future<Output = PartitionProduceResponse> + Send>>,
+    > = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut in_order = false;
     for topic in request.topic_data {
         let mut topic_response = TopicProduceResponse::default();
         topic_response.name = topic.name.clone();
@@ -109,33 +118,17 @@ pub async fn handle_produce(
                         ),
                     )
                 } else {
-                    let size = records.len();
-                    let log = Arc::clone(&partition.log);
-                    let appended = tokio::task::spawn_blocking(move || {
-                        log.append_as_leader(records, LEADER_EPOCH)
-                    })
-                    .await;
-                    match appended {
-                        Ok(Ok(info)) => {
-                            broker.partitions.notify_append();
-                            metrics::bytes_in(&partition.topic, size);
-                            let mut r = PartitionProduceResponse::default();
-                            r.index = data.index;
-                            r.base_offset = info.first_offset;
-                            r.log_append_time_ms = info.log_append_time.unwrap_or(-1);
-                            r.log_start_offset = info.log_start_offset;
-                            r
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(partition = ?partition, error = %e, "append refused");
-                            partition_error(data.index, e.kafka_error_code(), Some(e.to_string()))
-                        }
-                        Err(e) => partition_error(
-                            data.index,
-                            ResponseError::UnknownServerError.code(),
-                            Some(e.to_string()),
-                        ),
+                    if !seen.insert((partition.topic.clone(), data.index)) {
+                        in_order = true;
                     }
+                    pending.push(Box::pin(append(
+                        Arc::clone(broker),
+                        partition,
+                        data.index,
+                        records,
+                    )));
+                    slots.push((topics.len(), None));
+                    continue;
                 }
             } else if meta.is_none() && by_id {
                 refuse(
@@ -148,21 +141,79 @@ pub async fn handle_produce(
                     "This server does not host this topic-partition.".into(),
                 )
             };
-            if answer.error_code != 0 && failure.is_none() {
-                failure = Some(format!(
-                    "{}-{}: error {} {}",
-                    topic.name.0,
-                    data.index,
-                    answer.error_code,
-                    answer.error_message.as_deref().unwrap_or("")
-                ));
-            }
-            topic_response.partition_responses.push(answer);
+            slots.push((topics.len(), Some(answer)));
         }
-        if by_id {
-            topic_response.name = TopicName(StrBytes::new());
-        }
-        response.responses.push(topic_response);
+        topics.push(topic_response);
     }
+    // Different partitions append concurrently; a partition named twice in
+    // one request keeps the request's order.
+    let mut appended = if in_order {
+        let mut done = Vec::with_capacity(pending.len());
+        for job in pending {
+            done.push(job.await);
+        }
+        done
+    } else {
+        futures_util::future::join_all(pending).await
+    }
+    .into_iter();
+    for (topic_index, answer) in slots {
+        let Some(answer) = answer.or_else(|| appended.next()) else {
+            continue;
+        };
+        let Some(topic_response) = topics.get_mut(topic_index) else {
+            continue;
+        };
+        if answer.error_code != 0 && failure.is_none() {
+            failure = Some(format!(
+                "{}-{}: error {} {}",
+                topic_response.name.0,
+                answer.index,
+                answer.error_code,
+                answer.error_message.as_deref().unwrap_or("")
+            ));
+        }
+        topic_response.partition_responses.push(answer);
+    }
+    if by_id {
+        for t in &mut topics {
+            t.name = TopicName(StrBytes::new());
+        }
+    }
+    response.responses = topics;
     ProduceOutcome { response, failure }
+}
+
+/// Appends one partition's batches on the blocking pool.
+async fn append(
+    broker: Arc<Broker>,
+    partition: Arc<crate::partition::Partition>,
+    index: i32,
+    records: bytes::Bytes,
+) -> PartitionProduceResponse {
+    let size = records.len();
+    let log = Arc::clone(&partition.log);
+    let appended =
+        tokio::task::spawn_blocking(move || log.append_as_leader(records, LEADER_EPOCH)).await;
+    match appended {
+        Ok(Ok(info)) => {
+            broker.partitions.notify_append();
+            metrics::bytes_in(&partition.topic, size);
+            let mut r = PartitionProduceResponse::default();
+            r.index = index;
+            r.base_offset = info.first_offset;
+            r.log_append_time_ms = info.log_append_time.unwrap_or(-1);
+            r.log_start_offset = info.log_start_offset;
+            r
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(partition = ?partition, error = %e, "append refused");
+            partition_error(index, e.kafka_error_code(), Some(e.to_string()))
+        }
+        Err(e) => partition_error(
+            index,
+            ResponseError::UnknownServerError.code(),
+            Some(e.to_string()),
+        ),
+    }
 }
