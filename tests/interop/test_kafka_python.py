@@ -53,12 +53,8 @@ def test_admin_create_describe_delete(broker):
 
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
 def test_produce_consume_each_codec(broker, codec):
-    if codec == "snappy":
-        pytest.importorskip("snappy", reason="kafka-python needs python-snappy for snappy")
-    if codec == "lz4":
-        pytest.importorskip("lz4", reason="kafka-python needs lz4 for lz4")
-    if codec == "zstd":
-        pytest.importorskip("zstandard", reason="kafka-python needs zstandard for zstd")
+    # kafka-python's codec packages come from tests/requirements.txt; a
+    # missing one is a broken setup, not a reason to skip.
     topic = "kp-%s" % (codec or "none")
     a = admin_client(broker.bootstrap)
     a.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
