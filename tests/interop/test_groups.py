@@ -338,3 +338,40 @@ def test_consumer_protocol_members_share_and_hand_over_partitions(broker):
     committed = all_committed(members + [leaving])
     assert len(committed) == len(set(committed)), "a record was committed twice"
     assert set(committed) == {(p, o) for p in range(4) for o in range(50)}
+
+
+CRASHING_MEMBER = r"""
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "client.id": "crasher",
+              "enable.auto.commit": False, "auto.offset.reset": "earliest",
+              "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+def on_assign(consumer, partitions):
+    print("assigned", len(partitions), flush=True)
+c.subscribe([sys.argv[3]], on_assign=on_assign)
+while True:
+    c.poll(0.2)
+"""
+
+
+def test_crashed_member_is_expired_and_its_partitions_reassigned(broker):
+    """kill -9 of a member: no LeaveGroup, the session timeout removes it."""
+    import sys
+
+    topic, group = "crash", "crash-group"
+    create_topic(broker.bootstrap, topic, partitions=4)
+    survivor = ConfluentMember(broker.bootstrap, group, topic, "survivor")
+    survivor.start()
+    crasher = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_MEMBER, broker.bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: 0 < len(survivor.assignment()) < 4, what="the partitions shared with the crasher")
+        crasher.kill()
+        crasher.wait()
+        wait_until(lambda: survivor.assignment() == set(range(4)), what="the survivor owning all 4 partitions")
+    finally:
+        if crasher.poll() is None:
+            crasher.kill()
+        survivor.stop()
