@@ -158,7 +158,8 @@ def test_transaction_past_its_timeout_is_aborted(broker):
     topic = "txn-timeout"
     create_topic(broker.bootstrap, topic)
     stuck = txn_producer(broker.bootstrap, "timeout-" + uuid.uuid4().hex,
-                         {"transaction.timeout.ms": 2000})
+                         {"transaction.timeout.ms": 2000,
+                          "message.timeout.ms": 2000})
     stuck.init_transactions(10)
     stuck.begin_transaction()
     produce_all(stuck, topic, [b"stuck-%d" % i for i in range(3)])

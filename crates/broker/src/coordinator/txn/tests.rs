@@ -315,3 +315,42 @@ fn old_versions_see_invalid_producer_epoch_for_fencing() {
     check!(TxnError::ProducerFenced.code_for(2, 2) == 90);
     check!(TxnError::InvalidTransactionTimeout.code_for(0, 2) == 50);
 }
+
+#[test]
+fn add_partitions_with_an_unknown_partition_adds_nothing() {
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, TopicName, TransactionalId,
+        add_partitions_to_txn_request::AddPartitionsToTxnTopic,
+    };
+    let (c, _, _) = coordinator();
+    let (pid, epoch) = c.init_producer_id("t", 60_000, None).unwrap();
+    let mut request = AddPartitionsToTxnRequest::default();
+    request.v3_and_below_transactional_id = TransactionalId("t".into());
+    request.v3_and_below_producer_id = kafka_protocol::messages::ProducerId(pid.0);
+    request.v3_and_below_producer_epoch = epoch.0;
+    let mut topic = AddPartitionsToTxnTopic::default();
+    topic.name = TopicName("a".into());
+    topic.partitions = vec![0, 9];
+    request.v3_and_below_topics = vec![topic];
+    let exists = |t: &str, p: i32| t == "a" && p == 0;
+    let response = c.handle_add_partitions(3, &request, &exists);
+    let codes: Vec<i16> = response.results_by_topic_v3_and_below[0]
+        .results_by_partition
+        .iter()
+        .map(|r| r.partition_error_code)
+        .collect();
+    check!(codes == vec![55, 3]);
+    check!(c.with_state(|s| s.get("t").unwrap().state) == TxnState::Empty);
+    request.v3_and_below_topics[0].partitions = vec![0];
+    let response = c.handle_add_partitions(3, &request, &exists);
+    check!(
+        response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    );
+    check!(c.with_state(|s| s.get("t").unwrap().state) == TxnState::Ongoing);
+    // A stale epoch: PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before.
+    request.v3_and_below_producer_epoch = epoch.0 - 1;
+    let v1 = c.handle_add_partitions(1, &request, &exists);
+    check!(v1.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 47);
+    let v3 = c.handle_add_partitions(3, &request, &exists);
+    check!(v3.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 90);
+}
