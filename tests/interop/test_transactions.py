@@ -171,3 +171,67 @@ def test_transaction_past_its_timeout_is_aborted(broker):
     seen = read_values(broker.bootstrap, topic, [0], "read_committed",
                        until=lambda v: b"later" in v, timeout=40.0)
     assert seen == [b"later"]
+
+
+def committed_offset(bootstrap, group, topic, partition=0):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        [tp] = c.committed([TopicPartition(topic, partition)], timeout=10)
+        return tp.offset
+    finally:
+        c.close()
+
+
+def test_send_offsets_to_transaction_commits_offsets_on_commit_only(broker):
+    source, sink, group = "txn-in", "txn-out", "txn-group-" + uuid.uuid4().hex
+    create_topic(broker.bootstrap, source)
+    create_topic(broker.bootstrap, sink)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(6):
+        plain.produce(source, value=b"in-%d" % i, partition=0)
+    plain.flush(10)
+
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+    })
+    consumer.subscribe([source])
+    p = txn_producer(broker.bootstrap, "ctp-" + uuid.uuid4().hex)
+    p.init_transactions(10)
+
+    def transform(count, commit):
+        got = []
+        deadline = time.time() + 30
+        while len(got) < count and time.time() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg)
+        assert len(got) == count
+        p.begin_transaction()
+        for m in got:
+            p.produce(sink, value=m.value().replace(b"in", b"out"), partition=0)
+        p.send_offsets_to_transaction(
+            [TopicPartition(source, 0, got[-1].offset() + 1)],
+            consumer.consumer_group_metadata(), 10)
+        if commit:
+            p.commit_transaction(10)
+        else:
+            p.abort_transaction(10)
+        return got
+
+    transform(3, commit=True)
+    assert committed_offset(broker.bootstrap, group, source) == 3
+    aborted = transform(3, commit=False)
+    # The aborted transaction's offsets never become visible.
+    assert committed_offset(broker.bootstrap, group, source) == 3
+    consumer.seek(TopicPartition(source, 0, aborted[0].offset()))
+    transform(3, commit=True)
+    assert committed_offset(broker.bootstrap, group, source) == 6
+    consumer.close()
+
+    out = read_values(broker.bootstrap, sink, [0], "read_committed",
+                      until=lambda v: len(v) >= 6)
+    assert out == [b"out-%d" % i for i in range(6)]

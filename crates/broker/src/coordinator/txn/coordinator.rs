@@ -18,16 +18,22 @@ use {
         messages::{
             AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
             AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
-            InitProducerIdResponse,
+            InitProducerIdResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
             add_partitions_to_txn_response::{
                 AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult,
                 AddPartitionsToTxnTopicResult,
+            },
+            txn_offset_commit_response::{
+                TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
             },
         },
     },
     krabka_ids::{ProducerEpoch, ProducerId},
     krabka_log::{Clock, ControlMarker},
-    std::sync::{Arc, Mutex, MutexGuard},
+    std::{
+        collections::HashMap,
+        sync::{Arc, Mutex, MutexGuard, OnceLock},
+    },
 };
 
 /// The coordinator epoch stamped on markers. A single node never hands
@@ -71,12 +77,23 @@ pub trait ProducerIdSource: Send + Sync {
     fn allocate(&self) -> Result<ProducerId, TxnError>;
 }
 
+/// Applies the offsets a committed transaction staged with TxnOffsetCommit
+/// (the group coordinator's commit). Blocking.
+pub trait OffsetCommitter: Send + Sync {
+    /// Commits `staged` (in the order they were sent).
+    fn commit_offsets(&self, staged: Vec<TxnOffsetCommitRequest>);
+}
+
 /// Kafka's transaction coordinator for one node.
 pub struct TransactionCoordinator {
     state: Mutex<TxnManager>,
     markers: Arc<dyn MarkerWriter>,
     ids: Arc<dyn ProducerIdSource>,
     clock: Arc<dyn Clock>,
+    /// TxnOffsetCommit requests per transactional id, applied on commit
+    /// only and dropped on abort.
+    staged: Mutex<HashMap<String, Vec<TxnOffsetCommitRequest>>>,
+    offsets: OnceLock<Arc<dyn OffsetCommitter>>,
 }
 
 impl std::fmt::Debug for TransactionCoordinator {
@@ -100,7 +117,26 @@ impl TransactionCoordinator {
             markers,
             ids,
             clock,
+            staged: Mutex::new(HashMap::new()),
+            offsets: OnceLock::new(),
         }
+    }
+
+    /// Sets where committed transactional offsets go (once).
+    pub fn set_offset_committer(&self, committer: Arc<dyn OffsetCommitter>) {
+        let _ = self.offsets.set(committer);
+    }
+
+    fn staged(&self) -> MutexGuard<'_, HashMap<String, Vec<TxnOffsetCommitRequest>>> {
+        self.staged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Offsets staged by the open transaction of `transactional_id`.
+    #[must_use]
+    pub fn staged_offsets(&self, transactional_id: &str) -> usize {
+        self.staged().get(transactional_id).map_or(0, Vec::len)
     }
 
     fn lock(&self) -> MutexGuard<'_, TxnManager> {
@@ -142,6 +178,20 @@ impl TransactionCoordinator {
         let all = failed.is_empty();
         self.lock()
             .retry_later(completion, failed, self.clock.now_ms());
+        if all {
+            // The transaction is complete: its staged offsets become
+            // visible on commit and are dropped on abort.
+            let staged = self
+                .staged()
+                .remove(&completion.transactional_id)
+                .unwrap_or_default();
+            if completion.commit
+                && !staged.is_empty()
+                && let Some(committer) = self.offsets.get()
+            {
+                committer.commit_offsets(staged);
+            }
+        }
         all
     }
 
@@ -409,6 +459,55 @@ impl TransactionCoordinator {
             vec![TopicPartition::new(offsets_topic, offsets_partition)],
         ) {
             response.error_code = e.code_for(version, 2);
+        }
+        response
+    }
+
+    /// Handles TxnOffsetCommit: the offsets are staged with the open
+    /// transaction, which must hold `offsets_partition` (the group's
+    /// `__consumer_offsets` partition, added by AddOffsetsToTxn).
+    pub fn handle_txn_offset_commit(
+        &self,
+        request: TxnOffsetCommitRequest,
+        offsets_topic: &str,
+        offsets_partition: i32,
+    ) -> TxnOffsetCommitResponse {
+        let outcome = self.verify(
+            request.transactional_id.0.as_str(),
+            ProducerId(request.producer_id.0),
+            ProducerEpoch(request.producer_epoch),
+            &TopicPartition::new(offsets_topic, offsets_partition),
+        );
+        let code = match &outcome {
+            Ok(()) => 0,
+            Err(TxnError::ProducerFenced) => ResponseError::InvalidProducerEpoch.code(),
+            Err(e) => e.response_error().code(),
+        };
+        let mut response = TxnOffsetCommitResponse::default();
+        response.topics = request
+            .topics
+            .iter()
+            .map(|t| {
+                let mut topic = TxnOffsetCommitResponseTopic::default();
+                topic.name = t.name.clone();
+                topic.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut r = TxnOffsetCommitResponsePartition::default();
+                        r.partition_index = p.partition_index;
+                        r.error_code = code;
+                        r
+                    })
+                    .collect();
+                topic
+            })
+            .collect();
+        if outcome.is_ok() {
+            self.staged()
+                .entry(request.transactional_id.0.as_str().to_owned())
+                .or_default()
+                .push(request);
         }
         response
     }

@@ -12,9 +12,14 @@
 //! * [`wire`] — the broker side: decoding, dispatch, the seams over the
 //!   partition layer, and the produce path's check.
 //!
+//! TxnOffsetCommit stages offsets with the transaction and hands them to
+//! the group coordinator's ordinary commit once the commit markers are
+//! written, so they become visible on commit only (but are not written in
+//! the same atomic step as the markers).
+//!
 //! Not yet here: persistence in `__transaction_state` (the state is in
-//! memory, so a restart forgets open transactions), TxnOffsetCommit,
-//! DescribeTransactions, ListTransactions and DescribeProducers.
+//! memory, so a restart forgets open transactions), DescribeTransactions,
+//! ListTransactions and DescribeProducers.
 
 pub mod coordinator;
 pub mod error;
@@ -26,7 +31,9 @@ mod tests;
 
 use kafka_protocol::messages::ApiKey;
 
-pub use coordinator::{MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator};
+pub use coordinator::{
+    MarkerError, MarkerWriter, OffsetCommitter, ProducerIdSource, TransactionCoordinator,
+};
 pub use error::TxnError;
 pub use state::{Completion, TopicPartition, TxnManager, TxnMetadata, TxnState};
 
@@ -41,4 +48,5 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
 ];

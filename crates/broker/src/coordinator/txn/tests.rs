@@ -354,3 +354,63 @@ fn add_partitions_with_an_unknown_partition_adds_nothing() {
     let v3 = c.handle_add_partitions(3, &request, &exists);
     check!(v3.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 90);
 }
+
+#[derive(Default)]
+struct Committed(Mutex<Vec<kafka_protocol::messages::TxnOffsetCommitRequest>>);
+
+impl super::OffsetCommitter for Committed {
+    fn commit_offsets(&self, staged: Vec<kafka_protocol::messages::TxnOffsetCommitRequest>) {
+        self.0.lock().unwrap().extend(staged);
+    }
+}
+
+fn offset_commit(
+    pid: ProducerId,
+    epoch: ProducerEpoch,
+    offset: i64,
+) -> kafka_protocol::messages::TxnOffsetCommitRequest {
+    use kafka_protocol::messages::{
+        GroupId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+        txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
+    };
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    let mut t = TxnOffsetCommitRequestTopic::default();
+    t.name = TopicName("in".into());
+    t.partitions = vec![p];
+    let mut r = TxnOffsetCommitRequest::default();
+    r.transactional_id = TransactionalId("t".into());
+    r.group_id = GroupId("g".into());
+    r.producer_id = kafka_protocol::messages::ProducerId(pid.0);
+    r.producer_epoch = epoch.0;
+    r.topics = vec![t];
+    r
+}
+
+#[test]
+fn transactional_offsets_are_applied_on_commit_only() {
+    let (c, _, _) = coordinator();
+    let committed = Arc::new(Committed::default());
+    c.set_offset_committer(Arc::clone(&committed) as Arc<dyn super::OffsetCommitter>);
+    let (pid, epoch) = c.init_producer_id("t", 60_000, None).unwrap();
+    // Without AddOffsetsToTxn the group's partition is not in the transaction.
+    let refused = c.handle_txn_offset_commit(offset_commit(pid, epoch, 5), "__consumer_offsets", 7);
+    check!(refused.topics[0].partitions[0].error_code == 48);
+    c.add_partitions("t", pid, epoch, vec![tp("__consumer_offsets", 7)])
+        .unwrap();
+    let ok = c.handle_txn_offset_commit(offset_commit(pid, epoch, 5), "__consumer_offsets", 7);
+    check!(ok.topics[0].partitions[0].error_code == 0);
+    check!(c.staged_offsets("t") == 1);
+    c.end_txn("t", pid, epoch, false).unwrap();
+    check!(committed.0.lock().unwrap().is_empty());
+    check!(c.staged_offsets("t") == 0);
+    c.add_partitions("t", pid, epoch, vec![tp("__consumer_offsets", 7)])
+        .unwrap();
+    c.handle_txn_offset_commit(offset_commit(pid, epoch, 9), "__consumer_offsets", 7);
+    check!(committed.0.lock().unwrap().is_empty());
+    c.end_txn("t", pid, epoch, true).unwrap();
+    let applied = committed.0.lock().unwrap().clone();
+    assert2::assert!(let [only] = applied.as_slice());
+    check!(only.topics[0].partitions[0].committed_offset == 9);
+}

@@ -21,7 +21,11 @@ use {
     bytes::Bytes,
     kafka_protocol::{
         error::ResponseError,
-        messages::{AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, EndTxnRequest},
+        messages::{
+            AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, EndTxnRequest,
+            OffsetCommitRequest, TxnOffsetCommitRequest,
+            offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
+        },
         protocol::Decodable,
     },
     krabka_ids::{ProducerEpoch, ProducerId},
@@ -41,6 +45,7 @@ pub enum TxnRequest {
     AddPartitionsToTxn(AddPartitionsToTxnRequest),
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
     EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
 }
 
 /// Whether `api` is one of the coordinator's.
@@ -63,6 +68,7 @@ pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<TxnRequest, 
         ApiKey::AddPartitionsToTxn => TxnRequest::AddPartitionsToTxn(d(buf, version)?),
         ApiKey::AddOffsetsToTxn => TxnRequest::AddOffsetsToTxn(d(buf, version)?),
         ApiKey::EndTxn => TxnRequest::EndTxn(d(buf, version)?),
+        ApiKey::TxnOffsetCommit => TxnRequest::TxnOffsetCommit(d(buf, version)?),
         other => return Err(format!("{other:?} is not a transaction coordinator API")),
     })
 }
@@ -115,6 +121,84 @@ impl ProducerIdSource for RegistryIds {
     }
 }
 
+/// Committed transactional offsets go through the group coordinator's
+/// OffsetCommit (with the generation and member the consumer sent, so a
+/// zombie member's offsets are refused as they would be outside a
+/// transaction).
+struct GroupOffsets {
+    broker: Weak<Broker>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// The OffsetCommit version whose semantics the staged commit uses (the
+/// classic protocol's newest before KIP-848's member epochs).
+const OFFSET_COMMIT_VERSION: i16 = 8;
+
+fn as_offset_commit(staged: TxnOffsetCommitRequest) -> OffsetCommitRequest {
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = staged.group_id;
+    r.generation_id_or_member_epoch = staged.generation_id;
+    r.member_id = staged.member_id;
+    r.group_instance_id = staged.group_instance_id;
+    r.retention_time_ms = -1;
+    r.topics = staged
+        .topics
+        .into_iter()
+        .map(|t| {
+            let mut topic = OffsetCommitRequestTopic::default();
+            topic.name = t.name;
+            topic.partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let mut out = OffsetCommitRequestPartition::default();
+                    out.partition_index = p.partition_index;
+                    out.committed_offset = p.committed_offset;
+                    out.committed_leader_epoch = p.committed_leader_epoch;
+                    out.committed_metadata = p.committed_metadata;
+                    out
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    r
+}
+
+impl super::OffsetCommitter for GroupOffsets {
+    fn commit_offsets(&self, staged: Vec<TxnOffsetCommitRequest>) {
+        let Some(broker) = self.broker.upgrade() else {
+            return;
+        };
+        let Some(groups) = broker.groups.get() else {
+            tracing::error!("committed transactional offsets dropped: no group coordinator");
+            return;
+        };
+        for request in staged {
+            let group = request.group_id.0.as_str().to_owned();
+            let ctx = crate::coordinator::group::RequestContext::new(
+                OFFSET_COMMIT_VERSION,
+                "transaction-coordinator",
+                String::new(),
+            );
+            let response = self
+                .runtime
+                .block_on(groups.offset_commit(&ctx, as_offset_commit(request)));
+            for topic in &response.topics {
+                for p in topic.partitions.iter().filter(|p| p.error_code != 0) {
+                    tracing::warn!(
+                        %group,
+                        topic = %topic.name.0,
+                        partition = p.partition_index,
+                        error = p.error_code,
+                        "a committed transactional offset was refused"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// `transaction.max.timeout.ms` from the broker's explicit settings.
 fn max_timeout_ms(broker: &Broker) -> i32 {
     broker
@@ -140,7 +224,11 @@ pub fn coordinator(broker: &Arc<Broker>) -> Arc<TransactionCoordinator> {
             }),
             Arc::new(SystemClock),
         ));
-        if tokio::runtime::Handle::try_current().is_ok() {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            coordinator.set_offset_committer(Arc::new(GroupOffsets {
+                broker: Arc::downgrade(broker),
+                runtime,
+            }));
             spawn_timeout_task(Arc::downgrade(&coordinator), broker.shutdown_signal());
         }
         coordinator
@@ -218,6 +306,16 @@ pub async fn handle(
             let response =
                 blocking(move || c.handle_add_offsets(version, &r, OFFSETS_TOPIC, partition))
                     .await?;
+            encode_response(api_key, version, correlation_id, &response)
+        }
+        TxnRequest::TxnOffsetCommit(r) => {
+            let partitions = broker
+                .registry
+                .get(OFFSETS_TOPIC)
+                .map_or(1, |m| m.partitions.max(1));
+            let partition = partitioner::partition_for(r.group_id.0.as_str(), partitions);
+            let response =
+                blocking(move || c.handle_txn_offset_commit(r, OFFSETS_TOPIC, partition)).await?;
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::EndTxn(r) => {
