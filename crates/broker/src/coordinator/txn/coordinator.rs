@@ -17,8 +17,10 @@ use {
         error::ResponseError,
         messages::{
             AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-            AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
-            InitProducerIdResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+            AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
+            EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
+            ListTransactionsRequest, ListTransactionsResponse, TxnOffsetCommitRequest,
+            TxnOffsetCommitResponse,
             add_partitions_to_txn_response::{
                 AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult,
                 AddPartitionsToTxnTopicResult,
@@ -509,6 +511,123 @@ impl TransactionCoordinator {
                 .or_default()
                 .push(request);
         }
+        response
+    }
+
+    /// Handles DescribeTransactions: state, timeout, start time, producer
+    /// and partitions of each id; TRANSACTIONAL_ID_NOT_FOUND for unknown ones.
+    pub fn handle_describe_transactions(
+        &self,
+        request: &DescribeTransactionsRequest,
+    ) -> DescribeTransactionsResponse {
+        use kafka_protocol::messages::describe_transactions_response::{
+            TopicData, TransactionState as Described,
+        };
+        let state = self.lock();
+        let mut response = DescribeTransactionsResponse::default();
+        response.transaction_states = request
+            .transactional_ids
+            .iter()
+            .map(|id| {
+                let mut d = Described::default();
+                d.transactional_id = id.clone();
+                d.producer_id = kafka_protocol::messages::ProducerId(-1);
+                d.producer_epoch = -1;
+                d.transaction_start_time_ms = -1;
+                match state.get(id.0.as_str()) {
+                    None => {
+                        d.error_code = ResponseError::TransactionalIdNotFound.code();
+                        d.transaction_state = "".into();
+                    }
+                    Some(meta) => {
+                        d.transaction_state = meta.state.name().into();
+                        d.transaction_timeout_ms = meta.timeout_ms;
+                        d.transaction_start_time_ms = meta.txn_start_ms;
+                        d.producer_id = kafka_protocol::messages::ProducerId(meta.producer_id.0);
+                        d.producer_epoch = meta.producer_epoch.0;
+                        let mut topics: Vec<TopicData> = Vec::new();
+                        for tp in &meta.partitions {
+                            match topics.last_mut() {
+                                Some(t) if t.topic.0.as_str() == tp.topic => {
+                                    t.partitions.push(tp.partition);
+                                }
+                                _ => {
+                                    let mut t = TopicData::default();
+                                    t.topic = kafka_protocol::messages::TopicName(
+                                        kafka_protocol::protocol::StrBytes::from_string(
+                                            tp.topic.clone(),
+                                        ),
+                                    );
+                                    t.partitions = vec![tp.partition];
+                                    topics.push(t);
+                                }
+                            }
+                        }
+                        d.topics = topics;
+                    }
+                }
+                d
+            })
+            .collect();
+        response
+    }
+
+    /// Handles ListTransactions v0–1: state and producer id filters, and
+    /// (v1) the duration filter — only transactions open longer than it.
+    pub fn handle_list_transactions(
+        &self,
+        request: &ListTransactionsRequest,
+    ) -> ListTransactionsResponse {
+        use super::state::TxnState;
+        use kafka_protocol::messages::list_transactions_response::TransactionState as Listed;
+        const STATES: [TxnState; 6] = [
+            TxnState::Empty,
+            TxnState::Ongoing,
+            TxnState::PrepareCommit,
+            TxnState::PrepareAbort,
+            TxnState::CompleteCommit,
+            TxnState::CompleteAbort,
+        ];
+        let mut response = ListTransactionsResponse::default();
+        response.unknown_state_filters = request
+            .state_filters
+            .iter()
+            .filter(|f| !STATES.iter().any(|s| s.name() == f.as_str()))
+            .cloned()
+            .collect();
+        let now = self.clock.now_ms();
+        let state = self.lock();
+        response.transaction_states = state
+            .iter()
+            .filter(|(_, m)| {
+                request.state_filters.is_empty()
+                    || request
+                        .state_filters
+                        .iter()
+                        .any(|f| f.as_str() == m.state.name())
+            })
+            .filter(|(_, m)| {
+                request.producer_id_filters.is_empty()
+                    || request
+                        .producer_id_filters
+                        .iter()
+                        .any(|p| p.0 == m.producer_id.0)
+            })
+            .filter(|(_, m)| {
+                request.duration_filter < 0
+                    || (m.txn_start_ms >= 0
+                        && now.saturating_sub(m.txn_start_ms) > request.duration_filter)
+            })
+            .map(|(id, m)| {
+                let mut l = Listed::default();
+                l.transactional_id = kafka_protocol::messages::TransactionalId(
+                    kafka_protocol::protocol::StrBytes::from_string(id.clone()),
+                );
+                l.producer_id = kafka_protocol::messages::ProducerId(m.producer_id.0);
+                l.transaction_state = m.state.name().into();
+                l
+            })
+            .collect();
         response
     }
 

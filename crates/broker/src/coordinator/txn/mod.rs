@@ -18,8 +18,8 @@
 //! the same atomic step as the markers).
 //!
 //! Not yet here: persistence in `__transaction_state` (the state is in
-//! memory, so a restart forgets open transactions), DescribeTransactions,
-//! ListTransactions and DescribeProducers.
+//! memory, so a restart forgets open transactions), ListTransactions v2's
+//! id pattern, and DescribeProducers.
 
 pub mod coordinator;
 pub mod error;
@@ -49,4 +49,6 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
 ];

@@ -414,3 +414,44 @@ fn transactional_offsets_are_applied_on_commit_only() {
     assert2::assert!(let [only] = applied.as_slice());
     check!(only.topics[0].partitions[0].committed_offset == 9);
 }
+
+#[test]
+fn describe_and_list_transactions_report_the_state() {
+    use kafka_protocol::messages::{
+        DescribeTransactionsRequest, ListTransactionsRequest, TransactionalId,
+    };
+    let (c, _, clock) = coordinator();
+    let (pid, epoch) = c.init_producer_id("t", 60_000, None).unwrap();
+    c.init_producer_id("idle", 60_000, None).unwrap();
+    clock.set(1_000);
+    c.add_partitions("t", pid, epoch, vec![tp("a", 1), tp("a", 0), tp("b", 0)])
+        .unwrap();
+    clock.set(5_000);
+
+    let mut d = DescribeTransactionsRequest::default();
+    d.transactional_ids = vec![TransactionalId("t".into()), TransactionalId("nope".into())];
+    let described = c.handle_describe_transactions(&d);
+    let [t, nope] = described.transaction_states.as_slice() else {
+        panic!("two answers expected");
+    };
+    check!(t.error_code == 0);
+    check!(t.transaction_state.as_str() == "Ongoing");
+    check!(t.producer_id.0 == pid.0);
+    check!(t.transaction_start_time_ms == 1_000);
+    check!(t.topics.len() == 2);
+    check!(t.topics[0].partitions == vec![0, 1]);
+    check!(nope.error_code == 105);
+
+    let mut l = ListTransactionsRequest::default();
+    l.duration_filter = -1;
+    check!(c.handle_list_transactions(&l).transaction_states.len() == 2);
+    l.state_filters = vec!["Ongoing".into(), "Bogus".into()];
+    let listed = c.handle_list_transactions(&l);
+    check!(listed.transaction_states.len() == 1);
+    check!(listed.unknown_state_filters.len() == 1);
+    l.state_filters.clear();
+    l.duration_filter = 3_999;
+    check!(c.handle_list_transactions(&l).transaction_states.len() == 1);
+    l.duration_filter = 4_000;
+    check!(c.handle_list_transactions(&l).transaction_states.is_empty());
+}

@@ -22,8 +22,8 @@ use {
     kafka_protocol::{
         error::ResponseError,
         messages::{
-            AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, EndTxnRequest,
-            OffsetCommitRequest, TxnOffsetCommitRequest,
+            AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, DescribeTransactionsRequest,
+            EndTxnRequest, ListTransactionsRequest, OffsetCommitRequest, TxnOffsetCommitRequest,
             offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
         },
         protocol::Decodable,
@@ -46,6 +46,8 @@ pub enum TxnRequest {
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
     EndTxn(EndTxnRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
+    DescribeTransactions(DescribeTransactionsRequest),
+    ListTransactions(ListTransactionsRequest),
 }
 
 /// Whether `api` is one of the coordinator's.
@@ -69,6 +71,8 @@ pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<TxnRequest, 
         ApiKey::AddOffsetsToTxn => TxnRequest::AddOffsetsToTxn(d(buf, version)?),
         ApiKey::EndTxn => TxnRequest::EndTxn(d(buf, version)?),
         ApiKey::TxnOffsetCommit => TxnRequest::TxnOffsetCommit(d(buf, version)?),
+        ApiKey::DescribeTransactions => TxnRequest::DescribeTransactions(d(buf, version)?),
+        ApiKey::ListTransactions => TxnRequest::ListTransactions(d(buf, version)?),
         other => return Err(format!("{other:?} is not a transaction coordinator API")),
     })
 }
@@ -316,6 +320,14 @@ pub async fn handle(
             let partition = partitioner::partition_for(r.group_id.0.as_str(), partitions);
             let response =
                 blocking(move || c.handle_txn_offset_commit(r, OFFSETS_TOPIC, partition)).await?;
+            encode_response(api_key, version, correlation_id, &response)
+        }
+        TxnRequest::DescribeTransactions(r) => {
+            let response = c.handle_describe_transactions(&r);
+            encode_response(api_key, version, correlation_id, &response)
+        }
+        TxnRequest::ListTransactions(r) => {
+            let response = c.handle_list_transactions(&r);
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::EndTxn(r) => {
