@@ -293,7 +293,7 @@ mod tests {
             Err(DecodeError::UnknownApi(_))
         ));
         check!(matches!(
-            decode_request(Bytes::from_static(&[0, 24, 0, 0, 0, 0, 0, 1])),
+            decode_request(Bytes::from_static(&[0, 29, 0, 0, 0, 0, 0, 1])),
             Err(DecodeError::UnsupportedVersion { .. })
         ));
         let full = frame(ApiKey::Metadata, 12, &MetadataRequest::default());
