@@ -40,6 +40,13 @@ def low_watermark(bootstrap, topic):
         c.close()
 
 
+def loaded_watermark(bootstrap, topic):
+    try:
+        return low_watermark(bootstrap, topic)[0] == 0
+    except Exception:
+        return False
+
+
 def read_all_and_compare(broker, topic, expected):
     got = consume_confluent(broker.bootstrap, topic, len(expected), offset=0, timeout=120)
     assert [m.offset() for m in got] == list(range(len(expected)))
@@ -70,7 +77,7 @@ def test_tiered_filesystem_round_trip_and_restart(broker_factory):
         "local.retention.bytes": "131072",
     })
     records = make_records(RECORDS, "t")
-    produce_confluent(broker.bootstrap, topic, records)
+    produce_confluent(broker.bootstrap, topic, records, extra={"batch.size": 32768})
 
     # Most closed segments move to the tier and leave local disk.
     wait_for(lambda: len(remote_logs(broker, topic)) >= 10 and len(local_logs(broker, topic)) <= 4,
@@ -84,6 +91,9 @@ def test_tiered_filesystem_round_trip_and_restart(broker_factory):
         read_with_kcat(broker, topic, records)
 
     broker.restart()
+    # The remote metadata loads in the background after a start; until then
+    # ListOffsets(earliest) answers a retriable error, never a later offset.
+    wait_for(lambda: loaded_watermark(broker.bootstrap, topic), timeout=60, what="remote metadata to load")
     assert low_watermark(broker.bootstrap, topic) == (0, RECORDS)
     read_all_and_compare(broker, topic, records)
     # Nothing was copied twice after the restart.

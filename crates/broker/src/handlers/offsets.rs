@@ -61,6 +61,10 @@ pub async fn handle_list_offsets(
                 (
                     rlm.log_start_offset(&partition),
                     rlm.highest_tiered_offset(&partition).unwrap_or(-1),
+                    // Until its remote metadata is loaded a tiered partition
+                    // cannot name its log start (LEADER_NOT_AVAILABLE: retry).
+                    rlm.is_loaded(&partition)
+                        || !crate::remote::RemoteLogManager::is_tiered(broker, &partition),
                 )
             });
             let found = tokio::task::spawn_blocking(move || -> Result<(i64, i64, i32), i16> {
@@ -75,10 +79,14 @@ pub async fn handle_list_offsets(
                         },
                         epoch,
                     )),
-                    EARLIEST => Ok((-1, remote.map_or(log.log_start_offset(), |r| r.0), epoch)),
+                    EARLIEST => match remote {
+                        Some((_, _, false)) => Err(ResponseError::LeaderNotAvailable.code()),
+                        Some((start, _, true)) => Ok((-1, start, epoch)),
+                        None => Ok((-1, log.log_start_offset(), epoch)),
+                    },
                     EARLIEST_LOCAL if version >= 8 => Ok((-1, log.log_start_offset(), epoch)),
                     LATEST_TIERED if version >= 9 => match remote {
-                        Some((_, tiered)) if tiered >= 0 => Ok((-1, tiered, epoch)),
+                        Some((_, tiered, _)) if tiered >= 0 => Ok((-1, tiered, epoch)),
                         _ => Ok((-1, -1, -1)),
                     },
                     MAX_TIMESTAMP if version >= 7 => match log.max_timestamp_offset() {

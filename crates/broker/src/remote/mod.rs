@@ -313,6 +313,9 @@ impl RemoteLogManager {
             }
         }
         self.refresh(&tp, &mut state)?;
+        // Publish the remote start before local retention moves the local
+        // one past it, so ListOffsets and Fetch never see a gap.
+        self.set_partition_state(p, state.clone());
         let retention = Retention::from_raw(
             long_setting(broker, configs, "retention.ms"),
             long_setting(broker, configs, "retention.bytes"),

@@ -204,7 +204,11 @@ mod tests {
         check!(local_segments_to_delete(&segs, 0, by_bytes, 0) == 0);
         // Two copied: both go (3500 bytes, limit 1000), the third waits for its copy.
         check!(local_segments_to_delete(&segs, 200, by_bytes, 0) == 2);
-        check!(local_segments_to_delete(&segs, 300, by_bytes, 0) == 3);
+        // Fully copied, the byte limit decides: 1500 bytes stay (>= 1000).
+        check!(local_segments_to_delete(&segs, 300, by_bytes, 0) == 2);
+        let tight = Retention::from_raw(-1, -1, -2, 500);
+        check!(local_segments_to_delete(&segs, 300, tight, 0) == 3);
+        check!(local_segments_to_delete(&segs, 200, tight, 0) == 2);
         // Within local retention: kept although copied.
         let roomy = Retention::from_raw(-1, -1, -2, 10_000);
         check!(local_segments_to_delete(&segs, 300, roomy, 0) == 0);
