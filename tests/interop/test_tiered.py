@@ -125,3 +125,25 @@ def test_tiered_refuses_compacted_and_local_above_total(broker_factory):
     for name in bad:
         with pytest.raises(Exception):
             futs[name].result(timeout=30)
+
+
+def test_tiered_kill9_during_copies_leaves_each_segment_once(broker_factory):
+    broker = broker_factory(TIERED_BROKER)
+    topic = "tiered-kill"
+    create_topic(broker.bootstrap, topic, config={
+        "segment.bytes": "65536",
+        "remote.storage.enable": "true",
+        "local.retention.bytes": "131072",
+    })
+    records = make_records(RECORDS, "k")
+    produce_confluent(broker.bootstrap, topic, records, extra={"batch.size": 32768})
+    # Kill as soon as copying has begun, most likely in the middle of it.
+    wait_for(lambda: len(remote_logs(broker, topic)) >= 1, timeout=120, interval=0.01, what="first copy")
+    broker.kill9()
+
+    broker.start()
+    wait_for(lambda: len(local_logs(broker, topic)) <= 4, timeout=120, what="segments to leave local disk")
+    wait_for(lambda: loaded_watermark(broker.bootstrap, topic), timeout=60, what="remote metadata to load")
+    starts = [n.split("-")[0] for n in remote_logs(broker, topic)]
+    assert len(starts) == len(set(starts)), "a segment is in the remote tier twice"
+    read_all_and_compare(broker, topic, records)
