@@ -83,7 +83,7 @@ pub async fn handle_produce(
                     format!("acks must be -1, 0 or 1, got {}", request.acks),
                 )
             } else if let Some((code, message)) = transactional
-                .then(|| meta.as_ref())
+                .then_some(meta.as_ref())
                 .flatten()
                 .and_then(|m| {
                     crate::coordinator::txn::wire::check_produce(

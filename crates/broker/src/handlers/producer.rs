@@ -3,10 +3,10 @@
 //! Ids come from the registry's persisted allocator, so an id is never
 //! reused across restarts (the logs keep per-producer sequence state).
 //! A producer that asks to bump its own epoch (KIP-360) gets epoch + 1, or a
-//! fresh id when the epoch would overflow. Transactional producers are a
-//! later feature: a `transactional.id` is answered with
-//! COORDINATOR_NOT_AVAILABLE, since this broker runs no transaction
-//! coordinator.
+//! fresh id when the epoch would overflow. A request with a
+//! `transactional.id` is routed by the dispatcher to the transaction
+//! coordinator (`crate::coordinator::txn::wire::init_producer_id`); should
+//! one reach this handler it is answered COORDINATOR_NOT_AVAILABLE.
 
 use {
     crate::broker::Broker,
