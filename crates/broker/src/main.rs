@@ -1,9 +1,12 @@
-//! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`.
+//! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`
+//! and `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]`.
 //!
 //! Settings are Kafka's property names. They come from the properties file,
 //! then `KRABKA_*` environment variables (`KRABKA_LOG_DIRS` → `log.dirs`),
 //! then `--override` flags; later sources win. An unknown or invalid
 //! setting stops startup with a message naming it.
+
+mod cli;
 
 use {
     clap::{Parser, Subcommand},
@@ -33,6 +36,28 @@ enum Command {
         #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
         overrides: Vec<String>,
     },
+    /// Inspect the KIP-405 remote log metadata of a running cluster.
+    RemoteMetadata {
+        #[command(subcommand)]
+        command: RemoteMetadataCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RemoteMetadataCommand {
+    /// Print every remote segment and partition-delete state from
+    /// `__remote_log_metadata` as JSON.
+    Dump {
+        /// A broker of the cluster.
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// Only partitions of this topic.
+        #[arg(long, value_name = "NAME")]
+        topic: Option<String>,
+        /// Seconds to wait for the cluster and the metadata.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        timeout_secs: u64,
+    },
 }
 
 #[global_allocator]
@@ -54,6 +79,29 @@ fn load(config: Option<PathBuf>, overrides: &[String]) -> Result<BrokerConfig, S
     BrokerConfig::from_raw(&raw).map_err(|e| e.to_string())
 }
 
+fn remote_metadata_dump(request: cli::remote_metadata::DumpRequest) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("krabka: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::remote_metadata::dump(&request)) {
+        Ok(dump) => {
+            println!("{}", dump.to_json_pretty());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("krabka: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -63,6 +111,18 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
+        Command::RemoteMetadata {
+            command:
+                RemoteMetadataCommand::Dump {
+                    bootstrap,
+                    topic,
+                    timeout_secs,
+                },
+        } => remote_metadata_dump(cli::remote_metadata::DumpRequest {
+            bootstrap,
+            topic,
+            timeout: std::time::Duration::from_secs(timeout_secs),
+        }),
         Command::Serve { config, overrides } => {
             let config = match load(config, &overrides) {
                 Ok(c) => c,

@@ -1,0 +1,5 @@
+//! Operator subcommands of the `krabka` binary other than `serve`.
+//!
+//! Each lives in its own module so `main.rs` stays a thin clap front.
+
+pub mod remote_metadata;
