@@ -587,6 +587,116 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         false,
         "host:port of the Prometheus /metrics endpoint; empty disables it.",
     ),
+    // The group coordinator's settings (Kafka's `GroupCoordinatorConfig`).
+    broker(
+        "group.initial.rebalance.delay.ms",
+        Some("3000"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "How long the coordinator waits for more members before the first rebalance of a new group.",
+    ),
+    broker(
+        "group.min.session.timeout.ms",
+        Some("6000"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "The smallest session timeout a classic group member may ask for.",
+    ),
+    broker(
+        "group.max.session.timeout.ms",
+        Some("1800000"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "The largest session timeout a classic group member may ask for.",
+    ),
+    broker(
+        "group.max.size",
+        Some("2147483647"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The maximum number of members of a classic group.",
+    ),
+    broker(
+        "group.consumer.session.timeout.ms",
+        Some("45000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The session timeout of consumer-protocol (KIP-848) group members.",
+    ),
+    broker(
+        "group.consumer.heartbeat.interval.ms",
+        Some("5000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The heartbeat interval given to consumer-protocol group members.",
+    ),
+    broker(
+        "group.consumer.assignors",
+        Some("uniform,range"),
+        ConfigKind::List {
+            choices: &["uniform", "range"],
+        },
+        false,
+        "The server-side assignors of consumer-protocol groups; the first is the default.",
+    ),
+    broker(
+        "offsets.topic.num.partitions",
+        Some("50"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The number of partitions of __consumer_offsets (fixed once the topic exists).",
+    ),
+    broker(
+        "offsets.retention.minutes",
+        Some("10080"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How long committed offsets of an empty group are kept.",
+    ),
+    broker(
+        "offsets.retention.check.interval.ms",
+        Some("600000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "How often the coordinator looks for expired offsets.",
+    ),
+    broker(
+        "offset.metadata.max.bytes",
+        Some("4096"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "The largest metadata string allowed with an offset commit.",
+    ),
 ];
 
 /// Looks up a broker setting by name.

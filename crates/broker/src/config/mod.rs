@@ -174,6 +174,7 @@ impl BrokerConfig {
                 )));
             }
         }
+        check_group_settings(raw)?;
         let value = |name: &str| -> String {
             raw.get(name)
                 .map(str::to_owned)
@@ -311,6 +312,38 @@ impl BrokerConfig {
     }
 }
 
+/// Kafka's consistency checks across the group coordinator's settings
+/// (each is valid alone, but not every combination is).
+fn check_group_settings(raw: &RawSettings) -> Result<(), BrokerError> {
+    let int = |name: &str| -> i64 {
+        raw.get(name)
+            .or_else(|| defs::broker_setting(name).and_then(|s| s.default))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_default()
+    };
+    if int("group.min.session.timeout.ms") > int("group.max.session.timeout.ms") {
+        return Err(BrokerError::Config(
+            "group.min.session.timeout.ms must not be greater than group.max.session.timeout.ms"
+                .into(),
+        ));
+    }
+    if int("group.consumer.heartbeat.interval.ms") >= int("group.consumer.session.timeout.ms") {
+        return Err(BrokerError::Config(
+            "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"
+                .into(),
+        ));
+    }
+    if raw
+        .get("group.consumer.assignors")
+        .is_some_and(|list| list.split(',').all(|a| a.trim().is_empty()))
+    {
+        return Err(BrokerError::Config(
+            "group.consumer.assignors must name at least one assignor".into(),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use {super::*, assert2::check};
@@ -347,6 +380,42 @@ mod tests {
             .unwrap_err()
             .to_string();
         check!(err.contains("listeners"));
+    }
+
+    #[test]
+    fn group_settings_are_validated() {
+        let config = build(&[
+            ("group.initial.rebalance.delay.ms", "0"),
+            ("offsets.retention.minutes", "1"),
+            ("group.consumer.assignors", "range,uniform"),
+        ])
+        .unwrap();
+        check!(config.explicit["group.initial.rebalance.delay.ms"] == "0");
+        for (name, value) in [
+            ("group.initial.rebalance.delay.ms", "-1"),
+            ("group.max.size", "0"),
+            ("offsets.topic.num.partitions", "0"),
+            ("offsets.retention.minutes", "soon"),
+            ("offsets.retention.check.interval.ms", "0"),
+            ("offset.metadata.max.bytes", "99999999999"),
+            ("group.consumer.assignors", "sticky"),
+            ("group.consumer.assignors", ","),
+            ("group.consumer.session.timeout.ms", "0"),
+        ] {
+            let err = build(&[(name, value)]).unwrap_err().to_string();
+            check!(err.contains(name), "{name}={value}: {err}");
+        }
+        let err = build(&[
+            ("group.min.session.timeout.ms", "60000"),
+            ("group.max.session.timeout.ms", "10000"),
+        ])
+        .unwrap_err()
+        .to_string();
+        check!(err.contains("group.min.session.timeout.ms"));
+        let err = build(&[("group.consumer.heartbeat.interval.ms", "45000")])
+            .unwrap_err()
+            .to_string();
+        check!(err.contains("group.consumer.heartbeat.interval.ms"));
     }
 
     #[test]

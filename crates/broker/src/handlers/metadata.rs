@@ -36,6 +36,7 @@ fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataRe
     let mut entry = MetadataResponseTopic::default();
     entry.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     entry.topic_id = topic.id;
+    entry.is_internal = crate::topics::names::is_internal(&topic.name);
     entry.topic_authorized_operations = if with_ops {
         bits(TOPIC_OPERATIONS)
     } else {

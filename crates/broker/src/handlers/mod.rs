@@ -57,6 +57,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
         version,
         header,
         body,
+        peer,
     } = request;
     let correlation_id = header.correlation_id;
     let encoded = match body {
@@ -164,7 +165,8 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             &configs::handle_incremental_alter_configs(broker, r).await,
         ),
         Request::Group(r) => {
-            crate::coordinator::group::wire::handle(broker, api_key, version, &header, r).await
+            crate::coordinator::group::wire::handle(broker, api_key, version, &header, peer, r)
+                .await
         }
         Request::Txn(r) => {
             crate::coordinator::txn::wire::handle(broker, api_key, version, correlation_id, r).await

@@ -70,6 +70,7 @@ fn request(api: ApiKey, version: i16, body: Request) -> DecodedRequest {
         version,
         header,
         body,
+        peer: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 40_000))),
     }
 }
 
@@ -464,4 +465,43 @@ async fn long_poll_is_woken_by_an_append() {
             .is_some_and(|r| !r.is_empty())
     );
     broker.partitions.close_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_topics_are_flagged_in_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path());
+    let mut create = CreateTopicsRequest::default();
+    for n in ["__consumer_offsets", "__transaction_state", "orders"] {
+        let mut topic = create_topics_request::CreatableTopic::default();
+        topic.name = name(n);
+        topic.num_partitions = 1;
+        topic.replication_factor = -1;
+        create.topics.push(topic);
+    }
+    let created: CreateTopicsResponse = call(
+        &broker,
+        ApiKey::CreateTopics,
+        7,
+        Request::CreateTopics(create),
+    )
+    .await;
+    check!(created.topics.iter().all(|t| t.error_code == 0));
+    for version in [1, 12] {
+        let resp: MetadataResponse = call(
+            &broker,
+            ApiKey::Metadata,
+            version,
+            Request::Metadata(MetadataRequest::default().with_topics(None)),
+        )
+        .await;
+        let flags: std::collections::BTreeMap<String, bool> = resp
+            .topics
+            .iter()
+            .map(|t| (t.name.as_ref().unwrap().0.to_string(), t.is_internal))
+            .collect();
+        check!(flags["__consumer_offsets"], "v{version}");
+        check!(flags["__transaction_state"], "v{version}");
+        check!(!flags["orders"], "v{version}");
+    }
 }

@@ -63,6 +63,9 @@ pub struct DecodedRequest {
     pub header: RequestHeader,
     /// The body.
     pub body: Request,
+    /// The client's address (set by the connection that read the frame);
+    /// the group coordinator reports it as a member's client host.
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 /// Why a frame could not be decoded; the connection is closed with this as
@@ -134,6 +137,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
                 version,
                 header,
                 body: Request::ApiVersionsUnsupported,
+                peer: None,
             });
         }
         return Err(DecodeError::UnsupportedVersion {
@@ -155,6 +159,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
         version,
         header,
         body,
+        peer: None,
     })
 }
 

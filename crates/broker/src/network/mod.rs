@@ -170,7 +170,10 @@ async fn connection(
         metrics::request_bytes(frame.len());
         let correlation = codec::peek_correlation_id(&frame);
         let request = match codec::decode_request(frame) {
-            Ok(request) => request,
+            Ok(request) => codec::DecodedRequest {
+                peer: Some(peer),
+                ..request
+            },
             Err(e) => {
                 tracing::warn!(%peer, correlation_id = ?correlation, reason = %e, "closing connection: undecodable request");
                 metrics::decode_error();

@@ -3,6 +3,17 @@
 /// Kafka's maximum topic name length.
 pub const MAX_NAME_LENGTH: usize = 249;
 
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): flagged `is_internal`
+/// in Metadata, so clients leave them out of their topic listings.
+/// (`__remote_log_metadata` is an ordinary topic in Kafka.)
+pub const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+
+/// Whether `name` is one of Kafka's internal topics.
+#[must_use]
+pub fn is_internal(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
 /// Checks a topic name the way Kafka does.
 ///
 /// # Errors

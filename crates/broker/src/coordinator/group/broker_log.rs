@@ -25,7 +25,9 @@ use super::{
     CoordinatorNode, GroupConfig, GroupCoordinator, GroupError, GroupLog, GroupLogRecord,
     OFFSETS_TOPIC, SystemClock,
 };
-use crate::{broker::Broker, partition::LEADER_EPOCH, topics::config as topic_config};
+use crate::{
+    broker::Broker, config::BrokerConfig, partition::LEADER_EPOCH, topics::config as topic_config,
+};
 
 /// How much of a partition one read pulls while loading.
 const LOAD_READ_BYTES: usize = 1 << 20;
@@ -207,42 +209,61 @@ impl GroupLog for PartitionGroupLog {
     }
 }
 
-/// The coordinator settings from the broker's explicit settings (Kafka's
-/// property names), defaulting as Kafka does.
-pub fn group_config(broker: &Broker) -> GroupConfig {
-    let explicit = &broker.config.explicit;
-    let get = |name: &str| {
-        explicit
-            .get(name)
-            .and_then(|v| v.trim().parse::<i64>().ok())
-    };
+/// The coordinator settings from the broker's validated configuration
+/// (Kafka's property names; the defaults are those of the settings table).
+/// `BrokerConfig::from_raw` has checked every value, so a value that does
+/// not parse here cannot happen; it would fall back to Kafka's default.
+#[must_use]
+pub fn group_config(config: &BrokerConfig) -> GroupConfig {
     let defaults = GroupConfig::default();
-    let as_i32 = |v: i64, d: i32| i32::try_from(v).unwrap_or(d);
+    let get = |name: &str| -> Option<i64> { config.static_value(name).0?.trim().parse().ok() };
+    let get_i32 = |name: &str, d: i32| get(name).and_then(|v| i32::try_from(v).ok()).unwrap_or(d);
+    let get_usize =
+        |name: &str, d: usize| get(name).and_then(|v| usize::try_from(v).ok()).unwrap_or(d);
+    let assignors: Vec<String> = config
+        .static_value("group.consumer.assignors")
+        .0
+        .unwrap_or_default()
+        .split(',')
+        .map(|a| a.trim().to_ascii_lowercase())
+        .filter(|a| !a.is_empty())
+        .collect();
     GroupConfig {
-        offsets_topic_num_partitions: get("offsets.topic.num.partitions")
-            .map_or(defaults.offsets_topic_num_partitions, |v| {
-                as_i32(v, defaults.offsets_topic_num_partitions).max(1)
-            }),
+        offsets_topic_num_partitions: get_i32(
+            "offsets.topic.num.partitions",
+            defaults.offsets_topic_num_partitions,
+        )
+        .max(1),
         initial_rebalance_delay_ms: get("group.initial.rebalance.delay.ms")
             .unwrap_or(defaults.initial_rebalance_delay_ms),
-        min_session_timeout_ms: get("group.min.session.timeout.ms")
-            .map_or(defaults.min_session_timeout_ms, |v| {
-                as_i32(v, defaults.min_session_timeout_ms)
-            }),
-        max_session_timeout_ms: get("group.max.session.timeout.ms")
-            .map_or(defaults.max_session_timeout_ms, |v| {
-                as_i32(v, defaults.max_session_timeout_ms)
-            }),
-        max_size: get("group.max.size")
-            .and_then(|v| usize::try_from(v).ok())
-            .unwrap_or(defaults.max_size),
-        offset_metadata_max_bytes: get("offset.metadata.max.bytes")
-            .and_then(|v| usize::try_from(v).ok())
-            .unwrap_or(defaults.offset_metadata_max_bytes),
+        min_session_timeout_ms: get_i32(
+            "group.min.session.timeout.ms",
+            defaults.min_session_timeout_ms,
+        ),
+        max_session_timeout_ms: get_i32(
+            "group.max.session.timeout.ms",
+            defaults.max_session_timeout_ms,
+        ),
+        max_size: get_usize("group.max.size", defaults.max_size),
+        offset_metadata_max_bytes: get_usize(
+            "offset.metadata.max.bytes",
+            defaults.offset_metadata_max_bytes,
+        ),
         offsets_retention_ms: get("offsets.retention.minutes")
             .map_or(defaults.offsets_retention_ms, |m| m.saturating_mul(60_000)),
         offsets_retention_check_interval_ms: get("offsets.retention.check.interval.ms")
             .unwrap_or(defaults.offsets_retention_check_interval_ms),
+        consumer_session_timeout_ms: get("group.consumer.session.timeout.ms")
+            .unwrap_or(defaults.consumer_session_timeout_ms),
+        consumer_heartbeat_interval_ms: get_i32(
+            "group.consumer.heartbeat.interval.ms",
+            defaults.consumer_heartbeat_interval_ms,
+        ),
+        consumer_assignors: if assignors.is_empty() {
+            defaults.consumer_assignors
+        } else {
+            assignors
+        },
     }
 }
 
@@ -254,7 +275,7 @@ pub fn group_config(broker: &Broker) -> GroupConfig {
 ///
 /// [`GroupError`] when the topic cannot be created or read.
 pub async fn start(broker: &Arc<Broker>) -> Result<Arc<GroupCoordinator>, GroupError> {
-    let config = group_config(broker);
+    let config = group_config(&broker.config);
     let partitions = config.offsets_topic_num_partitions;
     let creating = Arc::clone(broker);
     tokio::task::spawn_blocking(move || ensure_offsets_topic(&creating, partitions))
@@ -294,5 +315,58 @@ impl super::TopicLookup for RegistryTopics {
 
     fn name_of(&self, id: uuid::Uuid) -> Option<String> {
         Some(self.broker.upgrade()?.registry.by_id(id)?.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RawSettings;
+    use assert2::check;
+
+    fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
+        let mut raw = RawSettings::default();
+        for (k, v) in pairs {
+            raw.set(k, v, "test");
+        }
+        BrokerConfig::from_raw(&raw).unwrap()
+    }
+
+    #[test]
+    fn defaults_of_the_settings_table_are_the_coordinator_defaults() {
+        check!(group_config(&config(&[])) == GroupConfig::default());
+    }
+
+    #[test]
+    fn set_values_reach_the_coordinator() {
+        let got = group_config(&config(&[
+            ("group.initial.rebalance.delay.ms", "0"),
+            ("group.min.session.timeout.ms", "100"),
+            ("group.max.session.timeout.ms", "200000"),
+            ("group.max.size", "7"),
+            ("offsets.topic.num.partitions", "3"),
+            ("offsets.retention.minutes", "2"),
+            ("offsets.retention.check.interval.ms", "1000"),
+            ("offset.metadata.max.bytes", "10"),
+            ("group.consumer.session.timeout.ms", "20000"),
+            ("group.consumer.heartbeat.interval.ms", "1000"),
+            ("group.consumer.assignors", "range"),
+        ]));
+        check!(
+            got == GroupConfig {
+                offsets_topic_num_partitions: 3,
+                initial_rebalance_delay_ms: 0,
+                min_session_timeout_ms: 100,
+                max_session_timeout_ms: 200_000,
+                max_size: 7,
+                offset_metadata_max_bytes: 10,
+                offsets_retention_ms: 120_000,
+                offsets_retention_check_interval_ms: 1000,
+                consumer_session_timeout_ms: 20_000,
+                consumer_heartbeat_interval_ms: 1000,
+                consumer_assignors: vec!["range".into()],
+            }
+        );
+        check!(got.default_assignor() == "range");
     }
 }

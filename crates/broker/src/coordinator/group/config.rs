@@ -20,6 +20,23 @@ pub struct GroupConfig {
     pub offsets_retention_ms: i64,
     /// `offsets.retention.check.interval.ms` (600000).
     pub offsets_retention_check_interval_ms: i64,
+    /// `group.consumer.session.timeout.ms` (45000), for KIP-848 members.
+    pub consumer_session_timeout_ms: i64,
+    /// `group.consumer.heartbeat.interval.ms` (5000), for KIP-848 members.
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors` (`uniform,range`): the server assignors
+    /// members may ask for; the first is used when none asks.
+    pub consumer_assignors: Vec<String>,
+}
+
+impl GroupConfig {
+    /// The assignor used when no member of a group asks for one.
+    #[must_use]
+    pub fn default_assignor(&self) -> &str {
+        self.consumer_assignors
+            .first()
+            .map_or(super::assignor::ASSIGNORS[0], String::as_str)
+    }
 }
 
 impl Default for GroupConfig {
@@ -33,6 +50,9 @@ impl Default for GroupConfig {
             offset_metadata_max_bytes: 4096,
             offsets_retention_ms: 10_080 * 60 * 1000,
             offsets_retention_check_interval_ms: 600_000,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_assignors: vec!["uniform".into(), "range".into()],
         }
     }
 }

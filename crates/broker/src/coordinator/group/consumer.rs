@@ -35,13 +35,10 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::assignor::{self, Assignment, AssignorMember};
+use super::config::GroupConfig;
 use super::coordinator::{CoordinatorState, GroupCoordinator, RequestContext};
 use super::state::{Group, GroupState};
 
-/// `group.consumer.session.timeout.ms` (45 s).
-pub const SESSION_TIMEOUT_MS: i64 = 45_000;
-/// `group.consumer.heartbeat.interval.ms` (5 s).
-pub const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
 /// Member epoch a leaving member sends.
 const LEAVE_EPOCH: i32 = -1;
 /// Member epoch a leaving static member sends.
@@ -84,6 +81,8 @@ pub struct ConsumerMember {
     pub last_sent: Option<Assignment>,
     /// When the session expires (ms).
     pub session_deadline_ms: i64,
+    /// The session timeout (`group.consumer.session.timeout.ms` at join).
+    pub session_timeout_ms: i64,
     /// When an unacknowledged revocation fences the member (ms).
     pub revoke_deadline_ms: Option<i64>,
 }
@@ -101,6 +100,9 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, Assignment>,
     /// The server assignor each member asked for.
     pub assignors: BTreeMap<String, String>,
+    /// The assignor used when no member asks for one (the first of
+    /// `group.consumer.assignors`); empty means `uniform`.
+    pub default_assignor: String,
 }
 
 impl ConsumerGroup {
@@ -122,13 +124,15 @@ impl ConsumerGroup {
     }
 
     /// The assignor the members asked for (the first member's choice), or
-    /// `uniform`.
+    /// the configured default.
     pub fn assignor_name(&self) -> String {
-        self.assignors
-            .values()
-            .next()
-            .cloned()
-            .unwrap_or_else(|| assignor::ASSIGNORS[0].to_owned())
+        self.assignors.values().next().cloned().unwrap_or_else(|| {
+            if self.default_assignor.is_empty() {
+                assignor::ASSIGNORS[0].to_owned()
+            } else {
+                self.default_assignor.clone()
+            }
+        })
     }
 }
 
@@ -329,7 +333,7 @@ pub(crate) fn validate_consumer_commit(
     if epoch < member.member_epoch {
         return ResponseError::StaleMemberEpoch.code();
     }
-    member.session_deadline_ms = now + SESSION_TIMEOUT_MS;
+    member.session_deadline_ms = now + member.session_timeout_ms;
     0
 }
 
@@ -346,6 +350,7 @@ fn heartbeat_error(code: ResponseError, message: &str) -> ConsumerGroupHeartbeat
 
 fn heartbeat(
     state: &mut CoordinatorState,
+    config: &GroupConfig,
     topics: Option<&Arc<dyn TopicLookup>>,
     ctx: &RequestContext,
     req: &ConsumerGroupHeartbeatRequest,
@@ -387,7 +392,7 @@ fn heartbeat(
         );
     }
     if let Some(name) = &req.server_assignor
-        && !assignor::ASSIGNORS.contains(&name.as_str())
+        && !config.consumer_assignors.iter().any(|a| a == name.as_str())
     {
         return heartbeat_error(
             ResponseError::UnsupportedAssignor,
@@ -405,7 +410,10 @@ fn heartbeat(
                 &format!("Group {group_id} is not a consumer group."),
             );
         }
-        group.consumer = Some(ConsumerGroup::default());
+        group.consumer = Some(ConsumerGroup {
+            default_assignor: config.default_assignor().to_owned(),
+            ..ConsumerGroup::default()
+        });
         group.protocol_type = Some("consumer".into());
     }
     let mut member_id = req.member_id.as_str().to_owned();
@@ -455,7 +463,8 @@ fn heartbeat(
             assigned: Assignment::new(),
             revoking: Assignment::new(),
             last_sent: None,
-            session_deadline_ms: now + SESSION_TIMEOUT_MS,
+            session_deadline_ms: now + config.consumer_session_timeout_ms,
+            session_timeout_ms: config.consumer_session_timeout_ms,
             revoke_deadline_ms: None,
         };
         match replaced.and_then(|old| cg.members.remove(&old).map(|m| (old, m))) {
@@ -487,7 +496,7 @@ fn heartbeat(
                 "The member epoch is fenced.",
             );
         }
-        member.session_deadline_ms = now + SESSION_TIMEOUT_MS;
+        member.session_deadline_ms = now + member.session_timeout_ms;
         if let Some(names) = &req.subscribed_topic_names {
             let subscribed: Vec<String> = names.iter().map(|t| t.0.as_str().to_owned()).collect();
             if subscribed != member.subscribed {
@@ -545,7 +554,7 @@ fn heartbeat(
     ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(sb(&member_id)))
         .with_member_epoch(member.member_epoch)
-        .with_heartbeat_interval_ms(HEARTBEAT_INTERVAL_MS)
+        .with_heartbeat_interval_ms(config.consumer_heartbeat_interval_ms)
         .with_assignment(assignment)
 }
 
@@ -560,7 +569,7 @@ impl GroupCoordinator {
         let group_id = req.group_id.0.as_str().to_owned();
         let (resp, _) = self
             .mutate(&group_id, |state, now, _effects| {
-                heartbeat(state, topics.as_ref(), ctx, &req, now)
+                heartbeat(state, &self.config, topics.as_ref(), ctx, &req, now)
             })
             .await;
         tracing::debug!(

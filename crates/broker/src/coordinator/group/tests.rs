@@ -1681,7 +1681,8 @@ mod consumer_protocol {
             code(ResponseError::InconsistentGroupProtocol)
         );
         // b goes silent: its session expires and the group empties.
-        h.advance(super::super::consumer::SESSION_TIMEOUT_MS).await;
+        h.advance(GroupConfig::default().consumer_session_timeout_ms)
+            .await;
         let state = c.lock();
         assert!(
             state.groups["cg"]
@@ -1690,6 +1691,46 @@ mod consumer_protocol {
                 .unwrap()
                 .members
                 .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn consumer_settings_come_from_the_config() {
+        let h = harness_with(GroupConfig {
+            consumer_session_timeout_ms: 10_000,
+            consumer_heartbeat_interval_ms: 1_000,
+            consumer_assignors: vec!["range".into()],
+            ..GroupConfig::default()
+        })
+        .await;
+        h.coord.set_topic_lookup(Arc::new(Topics));
+        let c = &h.coord;
+        let refused = c
+            .consumer_group_heartbeat(
+                &ctx(1),
+                hb("a", 0, None).with_server_assignor(Some(sb("uniform"))),
+            )
+            .await;
+        assert_eq!(refused.error_code, code(ResponseError::UnsupportedAssignor));
+        let a = c.consumer_group_heartbeat(&ctx(1), hb("a", 0, None)).await;
+        assert_eq!(a.error_code, 0);
+        assert_eq!(a.heartbeat_interval_ms, 1_000);
+        let described = c
+            .consumer_group_describe(
+                &ctx(1),
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(sb("cg"))]),
+            )
+            .await;
+        assert_eq!(described.groups[0].assignor_name.as_str(), "range");
+        h.advance(10_000).await;
+        assert!(
+            c.lock().groups["cg"]
+                .consumer
+                .as_ref()
+                .unwrap()
+                .members
+                .is_empty(),
+            "expired after group.consumer.session.timeout.ms"
         );
     }
 

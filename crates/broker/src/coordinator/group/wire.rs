@@ -89,6 +89,7 @@ pub async fn handle(
     api_key: ApiKey,
     version: i16,
     header: &RequestHeader,
+    peer: Option<std::net::SocketAddr>,
     request: GroupRequest,
 ) -> Result<Bytes, String> {
     let Some(coordinator) = broker.groups.get() else {
@@ -101,7 +102,8 @@ pub async fn handle(
             .as_ref()
             .map(|c| c.as_str().to_owned())
             .unwrap_or_default(),
-        String::new(),
+        // Kafka reports the address as Java's InetAddress prints it.
+        peer.map(|p| format!("/{}", p.ip())).unwrap_or_default(),
     );
     let id = header.correlation_id;
     let c = coordinator.as_ref();
