@@ -200,7 +200,10 @@ pub struct SegmentFixture {
     pub data: LogSegmentData,
     pub log: Vec<u8>,
     pub offset_index: Vec<u8>,
+    pub time_index: Vec<u8>,
     pub txn_index: Option<Vec<u8>>,
+    pub producer_snapshot: Vec<u8>,
+    pub leader_epoch: Bytes,
 }
 
 impl SegmentFixture {
@@ -250,14 +253,16 @@ pub fn segment(
     if let Some(t) = &txn_index {
         std::fs::write(name(".txnindex"), t).unwrap();
     }
-    std::fs::write(name(".snapshot"), bytes_of(64, start as u64 + 5)).unwrap();
+    let producer_snapshot = bytes_of(64, start as u64 + 5);
+    std::fs::write(name(".snapshot"), &producer_snapshot).unwrap();
+    let leader_epoch = Bytes::from(format!("0\n1\n0 {start}\n"));
     let data = LogSegmentData {
         log_segment: name(".log"),
         offset_index: name(".index"),
         time_index: name(".timeindex"),
         transaction_index: with_txn.then(|| name(".txnindex")),
         producer_snapshot_index: Some(name(".snapshot")),
-        leader_epoch_index: Bytes::from(format!("0\n1\n0 {start}\n")),
+        leader_epoch_index: leader_epoch.clone(),
     };
     let mut epochs = BTreeMap::new();
     epochs.insert(LeaderEpoch(0), start);
@@ -281,7 +286,154 @@ pub fn segment(
         data,
         log,
         offset_index,
+        time_index,
         txn_index,
+        producer_snapshot,
+        leader_epoch,
+    }
+}
+
+/// One v2 record batch of `count` records from `base` (the log assigns the
+/// real offsets), encoded by `kafka-protocol`. A `producer` makes it a
+/// transactional batch of that producer id, epoch 0, sequence `sequence`.
+pub fn record_batch(base: i64, count: usize, producer: Option<(i64, i32)>) -> Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (0..count)
+        .map(|n| {
+            let offset = base + n as i64;
+            Record {
+                transactional: producer.is_some(),
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: producer.map_or(-1, |(id, _)| id),
+                producer_epoch: if producer.is_some() { 0 } else { -1 },
+                timestamp_type: TimestampType::Creation,
+                offset,
+                sequence: producer.map_or(-1, |(_, sequence)| sequence + n as i32),
+                timestamp: 1_713_000_000_000 + offset,
+                key: Some(Bytes::from(format!("key-{offset}"))),
+                value: Some(Bytes::from(format!("value-{offset}-{}", "x".repeat(40)))),
+                headers: Default::default(),
+            }
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+/// A real closed segment written by `krabka_log::Log`: v2 batches in leader
+/// epochs 0 and 1, an aborted transaction (so the `.txnindex` has an
+/// entry), rolled by size so the segment is closed with trimmed indexes, the
+/// producer snapshot Kafka uploads with it (the one at the next segment's
+/// base offset) and the leader-epoch checkpoint cut at the segment's end.
+pub fn real_segment(partition: &TopicIdPartition) -> SegmentFixture {
+    use krabka_ids::{ProducerEpoch, ProducerId};
+    use krabka_log::{ControlMarker, Log, LogConfig, ManualClock, leader_epoch, producer_state};
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = dir
+        .path()
+        .join(format!("{}-{}", partition.topic(), partition.partition()));
+    let log = Log::open(
+        &log_dir,
+        partition.topic_id(),
+        LogConfig {
+            segment_bytes: 16_000,
+            index_interval_bytes: 500,
+            segment_index_bytes: 4_096,
+            ..LogConfig::default()
+        },
+        std::sync::Arc::new(ManualClock::new(1_713_000_000_000)),
+    )
+    .unwrap();
+    let mut appended = 0i64;
+    // Epoch 0: plain batches, then an aborted transaction.
+    for n in 0..20 {
+        let count = 1 + n % 4;
+        log.append_as_leader(record_batch(appended, count, None), LeaderEpoch(0))
+            .unwrap();
+        appended += count as i64;
+    }
+    log.append_as_leader(record_batch(appended, 3, Some((7, 0))), LeaderEpoch(0))
+        .unwrap();
+    log.append_control_marker(
+        ControlMarker {
+            producer_id: ProducerId(7),
+            producer_epoch: ProducerEpoch(0),
+            commit: false,
+            coordinator_epoch: 0,
+        },
+        LeaderEpoch(0),
+    )
+    .unwrap();
+    // Epoch 1 until the first segment rolls.
+    while log.segments().len() < 2 {
+        log.append_as_leader(record_batch(0, 3, None), LeaderEpoch(1))
+            .unwrap();
+    }
+    log.close().unwrap();
+    let segments = log.segments();
+    let (info, next) = (&segments[0], &segments[1]);
+    assert!(!info.active);
+    let start = info.base_offset;
+    let end = next.base_offset - 1;
+    let entries: Vec<_> = log
+        .leader_epochs()
+        .into_iter()
+        .filter(|e| e.start_offset <= end)
+        .collect();
+    let leader_epoch = Bytes::from(leader_epoch::render(&entries));
+    let snapshot_path = producer_state::snapshot_path(&log_dir, next.base_offset);
+    let read = |p: &Path| std::fs::read(p).unwrap();
+    let log_bytes = read(&info.log_path);
+    let offset_index = read(&info.offset_index_path);
+    let time_index = read(&info.time_index_path);
+    let txn_index = read(&info.txn_index_path);
+    assert!(!txn_index.is_empty(), "the aborted transaction is indexed");
+    let producer_snapshot = read(&snapshot_path);
+    let data = LogSegmentData {
+        log_segment: info.log_path.clone(),
+        offset_index: info.offset_index_path.clone(),
+        time_index: info.time_index_path.clone(),
+        transaction_index: Some(info.txn_index_path.clone()),
+        producer_snapshot_index: Some(snapshot_path),
+        leader_epoch_index: leader_epoch.clone(),
+    };
+    let metadata = RemoteLogSegmentMetadata::new(
+        RemoteLogSegmentId::new(partition.clone(), Uuid::new_v4()),
+        start,
+        end,
+        info.max_timestamp,
+        1,
+        1_713_000_000_000,
+        RemoteLogSegmentDetails::new(
+            i32::try_from(log_bytes.len()).unwrap(),
+            RemoteLogSegmentState::CopySegmentStarted,
+            entries.iter().map(|e| (e.epoch, e.start_offset)).collect(),
+        ),
+    )
+    .unwrap();
+    SegmentFixture {
+        dir,
+        metadata,
+        data,
+        log: log_bytes,
+        offset_index,
+        time_index,
+        txn_index: Some(txn_index),
+        producer_snapshot,
+        leader_epoch,
     }
 }
 
