@@ -119,7 +119,8 @@ fn exercise(storage: &S3RemoteStorage, multipart: bool) {
 
 /// Copy, ranged fetch, index fetch and delete of a real `krabka-log`
 /// segment.
-fn exercise_real(storage: &S3RemoteStorage) {
+/// `objects` lists every object name in the bucket.
+fn exercise_real(storage: &S3RemoteStorage, objects: &dyn Fn() -> Vec<String>) {
     let p = partition(2);
     let seg = real_segment(&p);
     let base = seg.metadata.start_offset();
@@ -205,8 +206,27 @@ fn exercise_real(storage: &S3RemoteStorage) {
     }
     check!(seg.leader_epoch.starts_with(b"0\n2\n0 "));
 
+    // The copy wrote the log and each of the five indexes, nothing else.
+    let written = objects();
+    check!(written.len() == 6, "{written:?}");
+    for suffix in [
+        ".log",
+        ".index",
+        ".timeindex",
+        ".txnindex",
+        ".snapshot",
+        ".leader_epoch_checkpoint",
+    ] {
+        check!(
+            written.iter().any(|k| k.ends_with(suffix)),
+            "{suffix}: {written:?}"
+        );
+    }
+
     // Delete removes every object: the log and each index are gone.
     storage.delete_log_segment_data(&meta).unwrap();
+    let left = objects();
+    check!(left.is_empty(), "delete left objects behind: {left:?}");
     storage.delete_log_segment_data(&meta).unwrap();
     for m in [&meta, &seg.metadata] {
         assert!(let
@@ -222,6 +242,13 @@ fn exercise_real(storage: &S3RemoteStorage) {
     }
 }
 
+fn lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 fn small_multipart(mut config: krabka_remote_storage::S3Config) -> ObjectStoreConfig {
     config.multipart_threshold = 6 * MIB as u64;
     config.multipart_chunk_size = 5 * MIB;
@@ -233,12 +260,12 @@ fn s3_single_put_copy_fetch_delete() {
     let server = moto();
     create_plain_bucket(&server, "tier");
     let storage = S3RemoteStorage::new(ObjectStoreConfig::S3(s3_config(&server, "tier"))).unwrap();
-    exercise_real(&storage);
-    let listed = boto(
-        &server,
-        "print(s3.list_objects_v2(Bucket='tier').get('KeyCount', 0))",
-    );
-    check!(listed.trim() == "0", "delete left objects behind");
+    exercise_real(&storage, &|| {
+        lines(&boto(
+            &server,
+            "print('\\n'.join(o['Key'] for o in s3.list_objects_v2(Bucket='tier').get('Contents', [])))",
+        ))
+    });
     exercise(&storage, false);
     // Keys are Kafka-style under the prefix.
     let keys = boto(
@@ -287,7 +314,7 @@ fn gcs_copy_fetch_delete() {
     let mut config = GcsConfig::emulator("tier", gcs.endpoint());
     config.prefix = "tiered".into();
     let storage = S3RemoteStorage::new(ObjectStoreConfig::Gcs(config)).unwrap();
-    exercise_real(&storage);
+    exercise_real(&storage, &|| lines(&gcs_object_names(&gcs.server, "tier")));
     exercise(&storage, false);
 }
 

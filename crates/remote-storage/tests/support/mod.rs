@@ -180,6 +180,17 @@ pub fn create_gcs_bucket(server: &Server, bucket: &str) {
     ));
 }
 
+/// The names of every object in a fake-gcs-server bucket, one a line,
+/// through its JSON API.
+pub fn gcs_object_names(server: &Server, bucket: &str) -> String {
+    python(&format!(
+        "import urllib.request, json\n\
+         listing = json.load(urllib.request.urlopen('{}/storage/v1/b/{bucket}/o'))\n\
+         print('\\n'.join(o['name'] for o in listing.get('items', [])))",
+        server.endpoint
+    ))
+}
+
 /// Deterministic pseudo-random bytes.
 pub fn bytes_of(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
