@@ -148,10 +148,15 @@ async fn dump_prints_the_segments_published_to_the_metadata_topic_with_their_sta
     log.close().await;
 
     let addr = broker.addr.clone();
-    let (everything, only_orders) =
-        tokio::task::spawn_blocking(move || (dump(&addr, None), dump(&addr, Some("orders"))))
-            .await
-            .unwrap();
+    let (everything, only_orders, absent) = tokio::task::spawn_blocking(move || {
+        (
+            dump(&addr, None),
+            dump(&addr, Some("orders")),
+            dump(&addr, Some("absent")),
+        )
+    })
+    .await
+    .unwrap();
 
     check!(everything.partitions.len() == 2);
     let orders_dump = everything
@@ -203,4 +208,5 @@ async fn dump_prints_the_segments_published_to_the_metadata_topic_with_their_sta
     check!(only_orders.partitions.len() == 1);
     check!(only_orders.partitions[0].topic == "orders");
     check!(only_orders.partitions[0].segments.len() == 2);
+    check!(absent.partitions.is_empty());
 }

@@ -9,6 +9,10 @@
 //! topic does not list its user partitions anywhere, so they are discovered
 //! first by one bounded range read of each metadata partition (which needs
 //! only `READ` on the topic) and decoding each event's partition.
+//!
+//! Connecting creates the metadata topic when it is absent, as every
+//! [`KafkaMetadataEventLog`] does; on a cluster that never tiered anything
+//! the dump is then simply empty.
 
 use {
     krabka_remote_storage::{
