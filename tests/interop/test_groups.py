@@ -375,3 +375,41 @@ def test_crashed_member_is_expired_and_its_partitions_reassigned(broker):
         if crasher.poll() is None:
             crasher.kill()
         survivor.stop()
+
+
+def test_group_settings_internal_topics_and_client_host(broker_factory):
+    """Group settings are validated broker settings; __consumer_offsets is
+    flagged internal in Metadata; DescribeGroups names the member's host."""
+    import pytest
+
+    with pytest.raises(RuntimeError, match="group.max.size"):
+        broker_factory({"group.max.size": "0"})
+    broker = broker_factory({"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"})
+    topic, group = "settings", "settings-group"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    # Below Kafka's default group.min.session.timeout.ms (6000), so this join
+    # only works because the override reached the coordinator.
+    m = ConfluentMember(broker.bootstrap, group, topic, "short-session", {"session.timeout.ms": 2000})
+    m.start()
+    try:
+        wait_until(lambda: m.assignment() == {0, 1}, what="the member owning both partitions")
+        a = admin(broker.bootstrap)
+        described = a.describe_consumer_groups([group])[group].result(timeout=30)
+        assert [member.host for member in described.members] == ["/127.0.0.1"]
+    finally:
+        m.stop()
+
+    listed = a.list_topics(timeout=30).topics
+    assert "__consumer_offsets" in listed and topic in listed
+    from confluent_kafka import TopicCollection
+
+    desc = a.describe_topics(TopicCollection(["__consumer_offsets", topic]))
+    assert desc["__consumer_offsets"].result(timeout=30).is_internal
+    assert not desc[topic].result(timeout=30).is_internal
+    # kafka-python leaves internal topics out of its topic listing.
+    kp = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    try:
+        names = kp.topics()
+        assert topic in names and "__consumer_offsets" not in names
+    finally:
+        kp.close()
