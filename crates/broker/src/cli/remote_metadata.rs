@@ -50,6 +50,9 @@ pub enum DumpError {
     /// The metadata manager refused a call.
     #[error("remote log metadata manager: {0}")]
     Manager(#[from] RemoteStorageError),
+    /// The cluster did not answer within the timeout.
+    #[error("could not reach the cluster at {0} in time")]
+    Unreachable(String),
     /// A partition's metadata was not caught up within the timeout.
     #[error("timed out waiting for the metadata of {0} to be read")]
     NotReady(String),
@@ -108,7 +111,7 @@ pub async fn dump(request: &DumpRequest) -> Result<RlmmCacheDump, DumpError> {
     let log = Arc::new(
         tokio::time::timeout(request.timeout, KafkaMetadataEventLog::connect(config))
             .await
-            .map_err(|_| DumpError::NotReady(request.bootstrap.clone()))??,
+            .map_err(|_| DumpError::Unreachable(request.bootstrap.clone()))??,
     );
     let partitions = tokio::time::timeout(
         request.timeout,
