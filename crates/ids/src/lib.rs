@@ -136,7 +136,13 @@ mod tests {
 
     #[test]
     fn malformed_texts_are_refused() {
-        for text in ["", "short", "AAAAAAAAAAAAAAAAAAAAy", "AAAAAAAAAAAAAAAAAAAA+g", "AAAAAAAAAAAAAAAAAAAAyh"] {
+        for text in [
+            "",
+            "short",
+            "AAAAAAAAAAAAAAAAAAAAy",
+            "AAAAAAAAAAAAAAAAAAAA+g",
+            "AAAAAAAAAAAAAAAAAAAAyh",
+        ] {
             check!(decode_kafka_uuid(text).is_err(), "{text}");
         }
     }

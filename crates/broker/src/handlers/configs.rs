@@ -319,7 +319,10 @@ async fn alter_resource(
             let next = apply(&meta.configs, changes, true, replace)?;
             crate::remote::settings::validate_topic(
                 crate::remote::settings::system_enabled(&broker.config),
-                &|n| crate::topics::config::resolve_topic(&broker.config, &broker.registry, &next, n).value,
+                &|n| {
+                    crate::topics::config::resolve_topic(&broker.config, &broker.registry, &next, n)
+                        .value
+                },
             )
             .map_err(|m| refuse(ResponseError::InvalidConfig, m))?;
             if validate_only {
