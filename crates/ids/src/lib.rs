@@ -9,6 +9,10 @@
 //! text form — URL-safe base64 of the 16 bytes, without padding (22 chars) —
 //! which [`kafka_uuid`] and [`decode_kafka_uuid`] produce and parse.
 
+mod hash;
+
+pub use hash::murmur2;
+
 use {
     base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD},
     std::fmt,
