@@ -10,8 +10,6 @@
 //! command) or `target/release/krabka`; when neither exists the test says so
 //! on stderr and returns.
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
-
 use assert2::{assert, check};
 use krabka_client::{Client, ClientConfig};
 use krabka_client_coordination::{
@@ -19,66 +17,18 @@ use krabka_client_coordination::{
     broker::{BrokerTransport, BrokerTransportConfig},
     succession,
 };
-use tokio::process::{Child, Command};
+use krabka_test_support::KrabkaProcess;
 
-struct Broker {
-    _child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
+/// The broker under test, with this file's conveniences on top.
+struct Broker(KrabkaProcess);
 
 impl Broker {
     async fn start() -> Option<Self> {
-        let bin = std::env::var_os("KRABKA_BIN")
-            .map(PathBuf::from)
-            .or_else(|| {
-                let path =
-                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/krabka");
-                path.exists().then_some(path)
-            });
-        let Some(bin) = bin else {
-            // scripts/test always provides the binary; under it (CI) a
-            // missing one is a broken setup, not a reason to pass.
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "no krabka binary: set KRABKA_BIN or build target/release/krabka"
-            );
-            eprintln!("no krabka binary (set KRABKA_BIN or build target/release/krabka); skipping");
-            return None;
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(bin)
-            .arg("serve")
-            .arg("--override")
-            .arg(format!("listeners=PLAINTEXT://{addr}"))
-            .arg("--override")
-            .arg(format!("log.dirs={}", dir.path().join("data").display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut attempts = 0;
-        while tokio::net::TcpStream::connect(&addr).await.is_err() {
-            attempts += 1;
-            assert!(attempts < 600, "krabka did not listen on {addr}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Some(Self {
-            _child: child,
-            addr,
-            _dir: dir,
-        })
+        KrabkaProcess::start().await.map(Self)
     }
 
     async fn transport(&self, partitions: i32) -> BrokerTransport {
-        let client = Client::connect(&[self.addr.as_str()], ClientConfig::default())
+        let client = Client::connect(&[self.0.addr()], ClientConfig::default())
             .await
             .unwrap();
         BrokerTransport::new(

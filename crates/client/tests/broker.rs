@@ -13,93 +13,37 @@ use {
         NewTopic, OffsetSpec, PartitionFetch, Producer, ProducerConfig, ProducerRecord,
         TransactionalProducer,
     },
+    krabka_test_support::KrabkaProcess,
     std::{
         collections::BTreeMap,
-        path::PathBuf,
-        process::Stdio,
         time::{Duration, Instant},
     },
-    tokio::process::{Child, Command},
 };
 
-struct Broker {
-    child: Child,
-    addr: String,
-    bin: PathBuf,
-    dir: tempfile::TempDir,
-}
+/// The broker under test, with this file's conveniences on top.
+struct Broker(KrabkaProcess);
 
 impl Broker {
     async fn start() -> Option<Self> {
-        let bin = std::env::var_os("KRABKA_BIN")
-            .map(PathBuf::from)
-            .or_else(|| {
-                let path =
-                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/krabka");
-                path.exists().then_some(path)
-            });
-        let Some(bin) = bin else {
-            // scripts/test always provides the binary; under it (CI) a
-            // missing one is a broken setup, not a reason to pass.
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "no krabka binary: set KRABKA_BIN or build target/release/krabka"
-            );
-            eprintln!("no krabka binary (set KRABKA_BIN or build target/release/krabka); skipping");
-            return None;
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Self::spawn(&bin, &addr, &dir).await;
-        Some(Self {
-            child,
-            addr,
-            bin,
-            dir,
-        })
+        KrabkaProcess::start().await.map(Self)
     }
 
-    /// `kill -9`, then start again on the same port and data directory.
+    fn addr(&self) -> &str {
+        self.0.addr()
+    }
+
     async fn crash_and_restart(&mut self) {
-        self.child.kill().await.unwrap();
-        self.child = Self::spawn(&self.bin, &self.addr, &self.dir).await;
-    }
-
-    async fn spawn(bin: &PathBuf, addr: &str, dir: &tempfile::TempDir) -> Child {
-        let child = Command::new(bin)
-            .arg("serve")
-            .arg("--override")
-            .arg(format!("listeners=PLAINTEXT://{addr}"))
-            .arg("--override")
-            .arg(format!("log.dirs={}", dir.path().join("data").display()))
-            .arg("--override")
-            .arg("num.partitions=1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(addr).await.is_err() {
-            assert!(Instant::now() < deadline, "krabka did not listen on {addr}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        child
+        self.0.crash_and_restart().await;
     }
 
     async fn client(&self) -> Client {
-        Client::connect(&[self.addr.as_str()], ClientConfig::default())
+        Client::connect(&[self.addr()], ClientConfig::default())
             .await
             .unwrap()
     }
 
-    async fn stop(mut self) {
-        let _ = self.child.kill().await;
+    async fn stop(self) {
+        self.0.stop().await;
     }
 }
 
@@ -563,6 +507,6 @@ async fn group_coordinator_lookup() {
         }
     }
     let coordinator = coordinator.expect("a group coordinator");
-    check!(coordinator.addr() == broker.addr);
+    check!(coordinator.addr() == broker.addr());
     broker.stop().await;
 }

@@ -20,95 +20,33 @@ use {
         MetadataEventRecord, MetadataEventStream, MetadataLogError, PartitionStart,
         REMOTE_LOG_METADATA_TOPIC, TopicBasedRemoteLogMetadataManager, TopicBasedRlmmConfig,
     },
+    krabka_test_support::KrabkaProcess,
     std::{
         collections::BTreeMap,
-        path::{Path, PathBuf},
-        process::Stdio,
         sync::Arc,
         time::{Duration, Instant},
     },
-    tokio::process::{Child, Command},
 };
 
-struct Broker {
-    bin: PathBuf,
-    child: Child,
-    addr: String,
-    dir: tempfile::TempDir,
-}
-
-fn broker_binary() -> Option<PathBuf> {
-    std::env::var_os("KRABKA_BIN")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let path =
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/krabka");
-            path.exists().then_some(path)
-        })
-}
-
-fn spawn(bin: &Path, addr: &str, dir: &Path) -> Child {
-    Command::new(bin)
-        .arg("serve")
-        .arg("--override")
-        .arg(format!("listeners=PLAINTEXT://{addr}"))
-        .arg("--override")
-        .arg(format!("log.dirs={}", dir.join("data").display()))
-        .arg("--override")
-        .arg("num.partitions=1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
-async fn wait_listening(addr: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(Instant::now() < deadline, "krabka did not listen on {addr}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// The broker under test, with this file's conveniences on top.
+struct Broker(KrabkaProcess);
 
 impl Broker {
     async fn start() -> Option<Self> {
-        let Some(bin) = broker_binary() else {
-            // scripts/test always provides the binary; under it (CI) a
-            // missing one is a broken setup, not a reason to pass.
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "no krabka binary: set KRABKA_BIN or build target/release/krabka"
-            );
-            eprintln!("no krabka binary (set KRABKA_BIN or build target/release/krabka); skipping");
-            return None;
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let addr = format!("127.0.0.1:{port}");
-        let child = spawn(&bin, &addr, dir.path());
-        wait_listening(&addr).await;
-        Some(Self {
-            bin,
-            child,
-            addr,
-            dir,
-        })
+        KrabkaProcess::start().await.map(Self)
     }
 
-    /// Stops the broker and starts it again on the same port and data.
+    fn addr(&self) -> &str {
+        self.0.addr()
+    }
+
+    /// Kills the broker and starts it again on the same port and data.
     async fn restart(&mut self) {
-        self.child.kill().await.unwrap();
-        self.child = spawn(&self.bin, &self.addr, self.dir.path());
-        wait_listening(&self.addr).await;
+        self.0.crash_and_restart().await;
     }
 
     fn config(&self) -> KafkaMetadataEventLogConfig {
-        KafkaMetadataEventLogConfig::new(vec![self.addr.clone()])
+        KafkaMetadataEventLogConfig::new(vec![self.addr().to_owned()])
     }
 }
 
@@ -128,7 +66,7 @@ async fn kafka_log_creates_the_topic_publishes_subscribes_reads_ranges_and_survi
         .await
         .unwrap();
     check!(log.partition_count() == 50);
-    let client = Client::connect(&[broker.addr.as_str()], ClientConfig::default())
+    let client = Client::connect(&[broker.addr()], ClientConfig::default())
         .await
         .unwrap();
     let topic = client.topic(REMOTE_LOG_METADATA_TOPIC).await.unwrap();
