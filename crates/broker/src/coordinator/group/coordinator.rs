@@ -22,13 +22,13 @@ use std::time::Duration;
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
-use super::clock::Clock;
 use super::config::GroupConfig;
 use super::error::GroupError;
 use super::log::{GroupLog, GroupLogRecord};
 use super::partitioner::partition_for;
 use super::records::{GroupMetadataKey, OffsetCommitValue, RecordKey};
 use super::state::{CommittedOffset, Group, SyncOutcome};
+use krabka_log::Clock;
 
 /// Where clients should send coordinator requests: this broker's advertised
 /// listener.

@@ -31,7 +31,6 @@ mod admin;
 pub mod assignor;
 pub mod broker_log;
 mod classic;
-pub mod clock;
 pub mod config;
 pub mod consumer;
 mod consumer_protocol;
@@ -50,11 +49,12 @@ mod tests;
 use kafka_protocol::messages::ApiKey;
 
 pub use admin::{KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION};
-pub use clock::{Clock, ManualClock, SystemClock};
+// The log's injectable clock serves the coordinator's deadlines too.
 pub use config::GroupConfig;
 pub use consumer::TopicLookup;
 pub use coordinator::{CoordinatorNode, GroupCoordinator, RequestContext};
 pub use error::GroupError;
+pub use krabka_log::{Clock, ManualClock, SystemClock};
 pub use log::{GroupLog, GroupLogRecord, InMemoryGroupLog};
 pub use state::GroupState;
 
