@@ -22,82 +22,31 @@ one committer, then four committers in parallel (aggregate).
 
 import argparse
 import os
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KRABKA_BIN = os.environ.get("KRABKA_BIN", os.path.join(ROOT, "target", "release", "krabka"))
+from benchlib import KRABKA_BIN, WAIT, Broker, wait_until
+
 MEMBERS = 10
 PARTITIONS = 20
-WAIT = 60  # seconds any single wait may take
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate, what, timeout=WAIT, step=0.001):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return time.monotonic()
-        time.sleep(step)
-    raise RuntimeError("timed out waiting for " + what)
-
-
-class Broker:
-    def __init__(self, heartbeat_ms):
-        self.dir = tempfile.mkdtemp(prefix="krabka-bench-groups-")
-        self.port = free_port()
-        self.bootstrap = "127.0.0.1:%d" % self.port
-        settings = {
-            "listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
-            "log.dirs": os.path.join(self.dir, "data"),
-            "krabka.metrics.listener": "",
+def start_broker(heartbeat_ms):
+    """A release broker tuned so only the measured rebalances are timed."""
+    return Broker(
+        {
             # Only the first rebalance of a new group waits for this; the
             # measured rebalances (a member leaving) never do.
             "group.initial.rebalance.delay.ms": "0",
             "group.consumer.heartbeat.interval.ms": str(heartbeat_ms),
-        }
-        cmd = [KRABKA_BIN, "serve"]
-        for k, v in settings.items():
-            cmd += ["--override", "%s=%s" % (k, v)]
-        self.log = open(os.path.join(self.dir, "krabka.log"), "wb")
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-
-        def listening():
-            if self.process.poll() is not None:
-                raise RuntimeError("krabka exited with %s" % self.process.returncode)
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return True
-            except OSError:
-                return False
-
-        wait_until(listening, "the broker to listen", timeout=30, step=0.05)
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        },
+        prefix="krabka-bench-groups-",
+    )
 
 
 class Member(threading.Thread):
@@ -236,7 +185,7 @@ def main():
     args = parser.parse_args()
     if not os.path.exists(KRABKA_BIN):
         sys.exit("no broker binary at %s: cargo build --release -p krabka-broker" % KRABKA_BIN)
-    broker = Broker(args.heartbeat_ms)
+    broker = start_broker(args.heartbeat_ms)
     try:
         for protocol in ("classic", "consumer"):
             times = rebalance_after_leave(broker.bootstrap, protocol, args.rounds, args.heartbeat_ms)

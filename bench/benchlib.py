@@ -1,0 +1,119 @@
+"""Shared pieces of the benchmark scripts: a release broker on a free
+127.0.0.1 port with a temporary data directory, bounded waits, and sampling
+of the broker's resident memory.
+
+Every script here starts its own broker (`target/release/krabka`, or
+$KRABKA_BIN) and stops it again, so a run never touches anything else.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KRABKA_BIN = os.environ.get("KRABKA_BIN", os.path.join(ROOT, "target", "release", "krabka"))
+WAIT = 60  # seconds any single wait may take
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, what, timeout=WAIT, step=0.001):
+    """Polls `predicate` until true; returns the monotonic time it became true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return time.monotonic()
+        time.sleep(step)
+    raise RuntimeError("timed out waiting for " + what)
+
+
+class Broker:
+    """One `krabka serve` process with its own data directory."""
+
+    def __init__(self, settings=None, prefix="krabka-bench-"):
+        self.dir = tempfile.mkdtemp(prefix=prefix)
+        self.data_dir = os.path.join(self.dir, "data")
+        self.port = free_port()
+        self.bootstrap = "127.0.0.1:%d" % self.port
+        merged = {
+            "listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
+            "log.dirs": self.data_dir,
+            "krabka.metrics.listener": "",
+        }
+        merged.update(settings or {})
+        cmd = [KRABKA_BIN, "serve"]
+        for k, v in merged.items():
+            cmd += ["--override", "%s=%s" % (k, v)]
+        self.log = open(os.path.join(self.dir, "krabka.log"), "wb")
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
+        def listening():
+            if self.process.poll() is not None:
+                raise RuntimeError("krabka exited with %s" % self.process.returncode)
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return True
+            except OSError:
+                return False
+
+        wait_until(listening, "the broker to listen", step=0.05)
+
+    def rss_bytes(self):
+        """The broker's resident set size now, in bytes."""
+        with open("/proc/%d/status" % self.process.pid) as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self):
+        """SIGTERM, a bounded wait, then the data directory is removed."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=WAIT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RssSampler:
+    """Samples a broker's RSS every `interval` seconds while in a `with` block;
+    `peak` is the largest sample."""
+
+    def __init__(self, broker, interval=0.05):
+        self.broker = broker
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, self.broker.rss_bytes())
+            except OSError:
+                return
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
