@@ -182,7 +182,9 @@ def confluent_latency(bootstrap, topic, size, rate, seconds, acks):
             break
         due = start + i / rate
         if due > now:
-            producer.poll(0)
+            # Wait in poll(), which also runs the delivery callbacks; a busy
+            # loop would starve librdkafka's own threads on two cores.
+            producer.poll(min(due - now, 0.001))
             continue
         producer.produce(topic, value, partition=0, on_delivery=delivered(due))
         i += 1
