@@ -17,8 +17,9 @@ use {
     },
     kafka_protocol::{
         messages::{
-            AddPartitionsToTxnRequest, ApiKey, DescribeTransactionsRequest, EndTxnRequest,
-            FindCoordinatorRequest, InitProducerIdRequest, TransactionalId,
+            AddPartitionsToTxnRequest, ApiKey, DescribeTransactionsRequest,
+            DescribeTransactionsResponse, EndTxnRequest, FindCoordinatorRequest,
+            InitProducerIdRequest, TransactionalId,
             add_partitions_to_txn_request::AddPartitionsToTxnTopic,
         },
         protocol::StrBytes,
@@ -315,11 +316,22 @@ impl Client {
         })
     }
 
-    /// DescribeTransactions for each id, asking each id's coordinator.
+    /// DescribeTransactions for each id, one request per id in the common
+    /// case.
+    ///
+    /// A describe is how a third party checks a writer's authority, so it
+    /// should cost one round trip: each id goes to its cached coordinator,
+    /// or, when none is cached, straight to any connected broker (on a
+    /// single node, or when that broker happens to coordinate the id, that
+    /// is the answer). Only when the broker answers `NOT_COORDINATOR` (16)
+    /// or `COORDINATOR_NOT_AVAILABLE` (15), or the cached coordinator cannot
+    /// be reached, does the call look the coordinator up with
+    /// FindCoordinator and ask it.
     ///
     /// # Errors
     ///
-    /// The first id's Kafka error (`TRANSACTIONAL_ID_NOT_FOUND`, 105, for an unknown id).
+    /// The first id's Kafka error (`TRANSACTIONAL_ID_NOT_FOUND`, 105, for an
+    /// unknown id), connection and protocol errors.
     pub async fn describe_transactions(
         &self,
         ids: &[&str],
@@ -328,11 +340,7 @@ impl Client {
         for id in ids {
             let mut request = DescribeTransactionsRequest::default();
             request.transactional_ids = vec![transactional(id)];
-            let response = self
-                .send_to_txn_coordinator(id, &request, |r| {
-                    r.transaction_states.first().map_or(0, |t| t.error_code)
-                })
-                .await?;
+            let response = self.describe_one(id, &request).await?;
             for state in response.transaction_states {
                 ClientError::check(state.error_code, None, || {
                     format!("DescribeTransactions {id}")
@@ -355,6 +363,36 @@ impl Client {
             }
         }
         Ok(out)
+    }
+
+    /// Sends one id's DescribeTransactions to the cached coordinator or any
+    /// broker, and through FindCoordinator only when that broker is not the
+    /// coordinator.
+    async fn describe_one(
+        &self,
+        id: &str,
+        request: &DescribeTransactionsRequest,
+    ) -> Result<DescribeTransactionsResponse, ClientError> {
+        let kind = CoordinatorType::Transaction;
+        let error_code = |r: &DescribeTransactionsResponse| {
+            r.transaction_states.first().map_or(0, |t| t.error_code)
+        };
+        let first = match self.cached_coordinator(id, kind.code()) {
+            Some(coordinator) => match self.connection(&coordinator.addr()).await {
+                Ok(connection) => connection.send(request).await,
+                Err(e) => Err(e),
+            },
+            None => self.any_connection().await?.send(request).await,
+        };
+        let elsewhere = match &first {
+            Ok(response) => matches!(error_code(response), 15 | 16),
+            Err(e) => matches!(e, ClientError::Connection { .. }),
+        };
+        if !elsewhere {
+            return first;
+        }
+        self.forget_coordinator(id, kind.code());
+        self.send_to_txn_coordinator(id, request, error_code).await
     }
 
     /// Produces one batch per entry of `batches` (`topic`, `partition`,
