@@ -591,43 +591,17 @@ mod tests {
 
     use {
         super::*,
+        crate::test_peer::{read_frame, response_frame},
         assert2::check,
-        bytes::{BufMut, BytesMut},
         kafka_protocol::{
             messages::{
-                MetadataRequest, MetadataResponse, ResponseHeader, TopicName,
-                api_versions_response::ApiVersion, metadata_request::MetadataRequestTopic,
-                metadata_response::MetadataResponseTopic,
+                MetadataRequest, MetadataResponse, TopicName, api_versions_response::ApiVersion,
+                metadata_request::MetadataRequestTopic, metadata_response::MetadataResponseTopic,
             },
-            protocol::{Decodable, Encodable, decode_request_header_from_buffer},
+            protocol::{Decodable, decode_request_header_from_buffer},
         },
         tokio::net::TcpListener,
     };
-
-    async fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
-        let mut prefix = [0u8; 4];
-        stream.read_exact(&mut prefix).await.ok()?;
-        let mut buf = BytesMut::zeroed(usize::try_from(i32::from_be_bytes(prefix)).ok()?);
-        stream.read_exact(&mut buf).await.ok()?;
-        Some(buf.freeze())
-    }
-
-    fn response_frame<R: Encodable>(
-        correlation_id: i32,
-        header_version: i16,
-        body: &R,
-        version: i16,
-    ) -> Bytes {
-        let mut header = ResponseHeader::default();
-        header.correlation_id = correlation_id;
-        let mut buf = BytesMut::new();
-        buf.put_i32(0);
-        header.encode(&mut buf, header_version).unwrap();
-        body.encode(&mut buf, version).unwrap();
-        let size = i32::try_from(buf.len() - 4).unwrap();
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        buf.freeze()
-    }
 
     /// Serves one connection: ApiVersions, then Metadata requests answered in
     /// groups of `hold`; with `skew`, the first Metadata answer carries a wrong

@@ -59,6 +59,8 @@ mod metadata;
 pub mod partitioner;
 pub mod producer;
 pub mod records;
+#[cfg(test)]
+mod test_peer;
 mod txn;
 pub mod versions;
 
