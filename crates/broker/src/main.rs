@@ -1,5 +1,6 @@
 //! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`
-//! and `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]`.
+//! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]` and
+//! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`.
 //!
 //! Settings are Kafka's property names. They come from the properties file,
 //! then `KRABKA_*` environment variables (`KRABKA_LOG_DIRS` → `log.dirs`),
@@ -58,6 +59,20 @@ enum RemoteMetadataCommand {
         #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         timeout_secs: u64,
     },
+    /// Print the newest WORM chain head of each partition, as published in
+    /// `__remote_log_metadata`: one JSON record per line, the file
+    /// `krabka-worm-verify --expect-head` takes.
+    WormHeads {
+        /// A broker of the cluster.
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// Only partitions of this topic.
+        #[arg(long, value_name = "NAME")]
+        topic: Option<String>,
+        /// Seconds to wait for the cluster and the metadata.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        timeout_secs: u64,
+    },
 }
 
 #[global_allocator]
@@ -102,6 +117,29 @@ fn remote_metadata_dump(request: cli::remote_metadata::DumpRequest) -> ExitCode 
     }
 }
 
+fn worm_heads(request: cli::worm_heads::HeadsRequest) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("krabka: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::worm_heads::heads(&request)) {
+        Ok(records) => {
+            print!("{}", cli::worm_heads::render(&records));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("krabka: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -119,6 +157,18 @@ fn main() -> ExitCode {
                     timeout_secs,
                 },
         } => remote_metadata_dump(cli::remote_metadata::DumpRequest {
+            bootstrap,
+            topic,
+            timeout: std::time::Duration::from_secs(timeout_secs),
+        }),
+        Command::RemoteMetadata {
+            command:
+                RemoteMetadataCommand::WormHeads {
+                    bootstrap,
+                    topic,
+                    timeout_secs,
+                },
+        } => worm_heads(cli::worm_heads::HeadsRequest {
             bootstrap,
             topic,
             timeout: std::time::Duration::from_secs(timeout_secs),

@@ -72,6 +72,10 @@ pub async fn run_until(
     ));
     // Tiered storage starts once the listener serves: the topic-based metadata
     // manager reaches `__remote_log_metadata` through it.
+    // A tier that cannot start (bad bucket, WORM bucket without locked
+    // retention) stops the broker: serving a tiered topic without its tier
+    // would strand its data.
+    let mut fatal = None;
     let remote_tasks = match crate::remote::RemoteLogManager::start(&broker).await {
         Ok(Some(rlm)) => {
             let _ = broker.remote.set(Arc::clone(&rlm));
@@ -79,11 +83,12 @@ pub async fn run_until(
         }
         Ok(None) => None,
         Err(e) => {
-            tracing::error!(error = %e, "remote log manager not started");
+            tracing::error!(error = %e, "remote log manager cannot start; shutting down");
+            fatal = Some(e);
             None
         }
     };
-    while !*stop.borrow() {
+    while fatal.is_none() && !*stop.borrow() {
         if stop.changed().await.is_err() {
             break;
         }
@@ -102,7 +107,7 @@ pub async fn run_until(
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))?;
     tracing::info!("krabka broker stopped");
-    Ok(())
+    fatal.map_or(Ok(()), Err)
 }
 
 /// Runs until Ctrl-C or SIGTERM.

@@ -2,16 +2,23 @@
 //! resigns on Ctrl-C.
 //!
 //! ```text
-//! cargo run --example member -- --role controller --member node-1 --bootstrap 127.0.0.1:9092
+//! cargo run --release --example member -- --role controller --member node-1 --bootstrap 127.0.0.1:9092
 //! ```
 //!
 //! Start three in three terminals with different `--member` names: one is
 //! elected, the others print the leader they see. Stop the leader (Ctrl-Z or
 //! `kill -STOP`) for longer than the lease and a standby takes over; let it
 //! continue (`fg` or `kill -CONT`) and it prints that it was deposed. With
-//! `--write-topic T` the leader also writes one record per second to `T`
-//! through the producer bound to its epoch, so a deposed leader's next write
-//! shows the broker's fence.
+//! `--write-topic T` the leader also writes one record every
+//! `--write-interval-ms` to partition 0 of `T` through the producer bound to
+//! its epoch, so a deposed leader's next write shows the broker's fence.
+//!
+//! The output is one line per event, `<member>: <event>`, stable enough for
+//! the crate's three-process test (`tests/three_members.rs`) to parse:
+//! `ELECTED with token P/E ...`, `DEPOSED, token P/E is fenced`,
+//! `leader is M with token P/E`, `wrote under P/E at offset O`,
+//! `write under P/E refused: <error>`. A written record has the member id as
+//! its key and `<member> <token> <sequence>` as its value.
 
 use std::{sync::Arc, time::Duration};
 
@@ -45,9 +52,12 @@ struct Args {
     /// How long after each grant the leader renews, in ms.
     #[arg(long, default_value_t = 3_000)]
     renew_ms: u64,
-    /// A topic the leader writes to once a second through its fenced producer.
+    /// A topic the leader writes to through its fenced producer.
     #[arg(long)]
     write_topic: Option<String>,
+    /// How often the leader writes to `--write-topic`, in ms.
+    #[arg(long, default_value_t = 1_000)]
+    write_interval_ms: u64,
 }
 
 #[tokio::main]
@@ -56,6 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
+        .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
     let role = Role::new(&args.role)?;
@@ -87,8 +98,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{member}: campaigning for {role}");
 
     let mut changes = campaign.changes();
-    let mut writes = tokio::time::interval(Duration::from_secs(1));
+    let mut writes = tokio::time::interval(Duration::from_millis(args.write_interval_ms.max(1)));
+    // A member that was stopped (SIGSTOP) writes once when it resumes, not a
+    // burst of every tick it missed.
+    writes.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sequence = 0_u64;
+    // One Ctrl-C future for the whole loop: a fresh one per turn would miss
+    // a Ctrl-C that arrives while a write is in flight.
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
     loop {
         tokio::select! {
             change = changes.next() => {
@@ -100,7 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     continue;
                 };
                 sequence += 1;
-                let value = Bytes::from(format!("{member} epoch {} write {sequence}", producer.token()));
+                let value = Bytes::from(format!("{member} {} {sequence}", producer.token()));
                 let record = ProducerRecord::keyed(Bytes::from(member.to_string()), value);
                 match producer.send_transaction(vec![(topic.as_str(), 0, vec![record])]).await {
                     Ok(outcomes) => {
@@ -110,7 +128,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Err(error) => println!("{member}: write under {} refused: {error}", producer.token()),
                 }
             }
-            _ = tokio::signal::ctrl_c() => {
+            _ = &mut interrupted => {
                 println!("{member}: resigning");
                 campaign.resign().await?;
                 break;

@@ -64,7 +64,8 @@ pub struct BrokerTransportConfig {
     /// The lease duration, sent as `transaction.timeout.ms`; should equal
     /// the [`Timing::lease`](crate::succession::Timing::lease) of the coordinator.
     pub lease: Duration,
-    /// How long an admin call (topic creation) may take.
+    /// How long an admin call may take: topic creation, and the wait for the
+    /// state topic's partitions to have leaders.
     pub admin_timeout: Duration,
 }
 
@@ -176,32 +177,50 @@ impl BrokerTransport {
 
     async fn ensure_topic(&self) -> Result<i32, CoordinationError> {
         let topic = self.config.topic.as_str();
-        if let Ok(info) = self.client.topic(topic).await
-            && !info.partitions.is_empty()
-        {
-            return partition_count(info.partitions.len());
+        let exists =
+            matches!(self.client.topic(topic).await, Ok(info) if !info.partitions.is_empty());
+        if !exists {
+            let new = NewTopic::new(topic, self.config.partitions)
+                .replication_factor(self.config.replication_factor)
+                .config("cleanup.policy", "compact");
+            match self
+                .client
+                .create_topic(&new, self.config.admin_timeout)
+                .await
+            {
+                Ok(_) => debug!(topic, "created the coordination state topic"),
+                Err(error) if error.code() == Some(TOPIC_ALREADY_EXISTS) => {}
+                Err(error) => return Err(CoordinationError::Admin(Box::new(error))),
+            }
         }
-        let new = NewTopic::new(topic, self.config.partitions)
-            .replication_factor(self.config.replication_factor)
-            .config("cleanup.policy", "compact");
-        match self
-            .client
-            .create_topic(&new, self.config.admin_timeout)
-            .await
-        {
-            Ok(_) => debug!(topic, "created the coordination state topic"),
-            Err(error) if error.code() == Some(TOPIC_ALREADY_EXISTS) => {}
-            Err(error) => return Err(CoordinationError::Admin(Box::new(error))),
+        // A topic that another member has just created may not have its
+        // leaders yet; wait for them, as a Kafka admin does after
+        // CreateTopics, so the first registration does not fail on
+        // LEADER_NOT_AVAILABLE.
+        let deadline = tokio::time::Instant::now() + self.config.admin_timeout;
+        loop {
+            let metadata = self
+                .client
+                .refresh_metadata(&[topic])
+                .await
+                .map_err(|error| CoordinationError::Admin(Box::new(error)))?;
+            if let Ok(info) = metadata.topic(topic)
+                && !info.partitions.is_empty()
+                && info.partitions.iter().all(|p| p.leader.is_some())
+            {
+                return partition_count(info.partitions.len());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(CoordinationError::Admin(
+                    format!(
+                        "{topic} has no leader for every partition after {:?}",
+                        self.config.admin_timeout
+                    )
+                    .into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let metadata = self
-            .client
-            .refresh_metadata(&[topic])
-            .await
-            .map_err(|error| CoordinationError::Admin(Box::new(error)))?;
-        let info = metadata
-            .topic(topic)
-            .map_err(|error| CoordinationError::Admin(Box::new(error)))?;
-        partition_count(info.partitions.len())
     }
 
     fn current_producer(

@@ -44,6 +44,40 @@
 //! # }
 //! ```
 
+//!
+//! # An election in three terminals
+//!
+//! The `member` example runs one member of a role and prints every
+//! leadership change. Start a broker, then three members with different ids:
+//!
+//! ```text
+//! # terminal 0: a single-node broker on 127.0.0.1:9092
+//! cargo run --release -p krabka-broker --bin krabka -- serve
+//!
+//! # terminals 1, 2 and 3 (node-2 and node-3 likewise)
+//! cargo run --release -p krabka-client-coordination --example member -- \
+//!     --role controller --member node-1 --lease-ms 4000 --stagger-ms 2000 --renew-ms 1000 \
+//!     --write-topic events
+//! ```
+//!
+//! One member prints `ELECTED with token P/E`, the others `leader is node-1
+//! with token P/E`; with `--write-topic` the leader also writes a record
+//! through its fenced producer every second and prints its offset.
+//!
+//! * **Failover.** Press Ctrl-Z in the leader's terminal (or `kill -STOP` it) and
+//!   wait past the lease: the head of the line prints `ELECTED` with a larger
+//!   token. Type `fg` (or `kill -CONT`): the old leader's next write is refused
+//!   (`write under P/E refused: fenced: ...`), it prints `DEPOSED` and
+//!   registers again at the tail of the line — it does not take the role
+//!   back.
+//! * **Crash.** `kill -9` the leader's process: the next member in line takes
+//!   over once the lease runs out (rank `n` waits `n` staggers more).
+//! * **Resign.** Ctrl-C in the leader's terminal writes a released lease, and
+//!   the head of the line takes over at once.
+//!
+//! `tests/three_members.rs` runs exactly this scenario against the `krabka`
+//! binary and checks the data topic afterwards.
+
 #![warn(missing_docs)]
 
 #[cfg(test)]

@@ -197,6 +197,29 @@ impl fmt::Display for FencingToken {
     }
 }
 
+impl std::str::FromStr for FencingToken {
+    type Err = CoordinationError;
+
+    /// Parses the `producer_id/epoch` text that `Display` writes, so a token
+    /// printed by one process (a log line, a record) can be checked by another.
+    ///
+    /// # Errors
+    ///
+    /// Returns [`CoordinationError::Invalid`] when the text is not two
+    /// integers joined by `/`, or when [`FencingToken::new`] refuses them.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || CoordinationError::Invalid {
+            what: "fencing token",
+            value: text.to_owned(),
+            reason: "expected producer_id/epoch",
+        };
+        let (producer_id, epoch) = text.split_once('/').ok_or_else(invalid)?;
+        let producer_id = producer_id.parse().map_err(|_| invalid())?;
+        let epoch = epoch.parse().map_err(|_| invalid())?;
+        Self::new(producer_id, epoch)
+    }
+}
+
 /// A grant of a role to one member until `deadline`.
 ///
 /// Timestamps are milliseconds since the Unix epoch, taken from the holder's
@@ -538,6 +561,20 @@ mod tests {
         check!(t(4242, 7).to_string() == "4242/7");
         check!(t(4242, 7).producer_id() == ProducerId(4242));
         check!(t(4242, 7).epoch() == ProducerEpoch(7));
+    }
+
+    #[test]
+    fn tokens_parse_back_from_their_text() {
+        check!("4242/7".parse::<FencingToken>().unwrap() == FencingToken::new(4242, 7).unwrap());
+        for bad in [
+            "", "4242", "4242/", "/7", "a/b", "1/2/3", "-1/0", "0/-1", "1/40000",
+        ] {
+            let error = bad.parse::<FencingToken>().unwrap_err();
+            check!(
+                matches!(error, CoordinationError::Invalid { .. }),
+                "{bad:?}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ use {
     crate::{
         ClientError,
         connection::{Connection, ConnectionConfig},
+        counts::RequestCounts,
         metadata::{BrokerInfo, ClusterMetadata, TopicInfo},
     },
     kafka_protocol::{
@@ -40,6 +41,8 @@ struct Inner {
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     /// Coordinators found with FindCoordinator, by (key, key type).
     coordinators: std::sync::Mutex<HashMap<(String, i8), BrokerInfo>>,
+    /// Requests sent by every connection of this client.
+    counts: Arc<RequestCounts>,
 }
 
 /// A handle to a Kafka-compatible cluster.
@@ -82,6 +85,7 @@ impl Client {
                 metadata: RwLock::new(ClusterMetadata::default()),
                 connections: Mutex::new(HashMap::new()),
                 coordinators: std::sync::Mutex::new(HashMap::new()),
+                counts: Arc::default(),
             }),
         };
         client.refresh_metadata(&[]).await?;
@@ -92,6 +96,13 @@ impl Client {
     #[must_use]
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
+    }
+
+    /// How many requests of each API this client has sent, over all its
+    /// connections (the `ApiVersions` of each new connection included).
+    #[must_use]
+    pub fn request_counts(&self) -> &RequestCounts {
+        &self.inner.counts
     }
 
     /// A copy of the cached metadata.
@@ -231,7 +242,14 @@ impl Client {
         if let Some(connection) = connections.get(addr).filter(|c| !c.is_closed()) {
             return Ok(Arc::clone(connection));
         }
-        let connection = Arc::new(Connection::connect(addr, &self.inner.config.connection).await?);
+        let connection = Arc::new(
+            Connection::connect_counted(
+                addr,
+                &self.inner.config.connection,
+                Arc::clone(&self.inner.counts),
+            )
+            .await?,
+        );
         connections.insert(addr.to_owned(), Arc::clone(&connection));
         Ok(connection)
     }

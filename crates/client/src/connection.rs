@@ -16,6 +16,7 @@
 use {
     crate::{
         ClientError,
+        counts::RequestCounts,
         frame::{self, SIZE_PREFIX},
         versions::{ApiVersionTable, client_range},
     },
@@ -112,6 +113,7 @@ pub struct Connection {
     outgoing: mpsc::UnboundedSender<Outgoing>,
     in_flight: Arc<Mutex<InFlight>>,
     tasks: [JoinHandle<()>; 2],
+    counts: Arc<RequestCounts>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -138,6 +140,16 @@ impl Connection {
     /// Returns [`ClientError::Connection`] when the TCP connect fails or times
     /// out, and the errors of [`Connection::send`] for the `ApiVersions` exchange.
     pub async fn connect(addr: &str, config: &ConnectionConfig) -> Result<Self, ClientError> {
+        Self::connect_counted(addr, config, Arc::default()).await
+    }
+
+    /// [`Connection::connect`], counting every request in `counts` (which
+    /// the connections of one client share).
+    pub(crate) async fn connect_counted(
+        addr: &str,
+        config: &ConnectionConfig,
+        counts: Arc<RequestCounts>,
+    ) -> Result<Self, ClientError> {
         let connection_error = |reason: String| ClientError::Connection {
             broker: addr.to_owned(),
             reason,
@@ -178,6 +190,7 @@ impl Connection {
             outgoing,
             in_flight,
             tasks: [writer, reader],
+            counts,
         };
         connection.versions = connection.negotiate_versions().await?;
         Ok(connection)
@@ -242,6 +255,13 @@ impl Connection {
     /// Returns [`ClientError::UnsupportedApi`] when the broker and client share no version.
     pub fn version(&self, api: ApiKey) -> Result<i16, ClientError> {
         self.versions.version(api)
+    }
+
+    /// How many requests of each API this connection has sent (for a
+    /// connection of a [`crate::Client`], the counts of the whole client).
+    #[must_use]
+    pub fn request_counts(&self) -> &RequestCounts {
+        &self.counts
     }
 
     /// True once the connection broke; a new one must be opened.
@@ -397,6 +417,7 @@ impl Connection {
                 broker: self.addr.clone(),
                 reason: "connection closed".into(),
             })?;
+        self.counts.record(R::KEY);
         let addr = self.addr.clone();
         Ok(async move {
             receiver.await.map_err(|_| ClientError::Connection {
@@ -570,43 +591,17 @@ mod tests {
 
     use {
         super::*,
+        crate::test_peer::{read_frame, response_frame},
         assert2::check,
-        bytes::{BufMut, BytesMut},
         kafka_protocol::{
             messages::{
-                MetadataRequest, MetadataResponse, ResponseHeader, TopicName,
-                api_versions_response::ApiVersion, metadata_request::MetadataRequestTopic,
-                metadata_response::MetadataResponseTopic,
+                MetadataRequest, MetadataResponse, TopicName, api_versions_response::ApiVersion,
+                metadata_request::MetadataRequestTopic, metadata_response::MetadataResponseTopic,
             },
-            protocol::{Decodable, Encodable, decode_request_header_from_buffer},
+            protocol::{Decodable, decode_request_header_from_buffer},
         },
         tokio::net::TcpListener,
     };
-
-    async fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
-        let mut prefix = [0u8; 4];
-        stream.read_exact(&mut prefix).await.ok()?;
-        let mut buf = BytesMut::zeroed(usize::try_from(i32::from_be_bytes(prefix)).ok()?);
-        stream.read_exact(&mut buf).await.ok()?;
-        Some(buf.freeze())
-    }
-
-    fn response_frame<R: Encodable>(
-        correlation_id: i32,
-        header_version: i16,
-        body: &R,
-        version: i16,
-    ) -> Bytes {
-        let mut header = ResponseHeader::default();
-        header.correlation_id = correlation_id;
-        let mut buf = BytesMut::new();
-        buf.put_i32(0);
-        header.encode(&mut buf, header_version).unwrap();
-        body.encode(&mut buf, version).unwrap();
-        let size = i32::try_from(buf.len() - 4).unwrap();
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        buf.freeze()
-    }
 
     /// Serves one connection: ApiVersions, then Metadata requests answered in
     /// groups of `hold`; with `skew`, the first Metadata answer carries a wrong

@@ -18,6 +18,8 @@
 //! - [`Consumer`]: fetch from assigned partitions without a group, with
 //!   read_committed filtering.
 //! - [`ClientError`]: one error type that keeps Kafka's error codes.
+//! - [`RequestCounts`]: how many requests of each API a client has sent, so
+//!   a test can hold a call to the round trips it promises.
 //!
 //! ```no_run
 //! use krabka_client::{
@@ -50,12 +52,15 @@ mod admin;
 mod client;
 pub mod connection;
 mod consumer;
+mod counts;
 mod error;
 pub mod frame;
 mod metadata;
 pub mod partitioner;
 pub mod producer;
 pub mod records;
+#[cfg(test)]
+mod test_peer;
 mod txn;
 pub mod versions;
 
@@ -64,11 +69,15 @@ pub use {
     client::{Client, ClientConfig},
     connection::{Connection, ConnectionConfig},
     consumer::{Consumer, ConsumerConfig, FetchedPartition, PartitionFetch, RawFetchedPartition},
+    counts::RequestCounts,
     error::{
         ClientError, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, TRANSACTION_COORDINATOR_FENCED,
         error_name,
     },
-    kafka_protocol::records::{Compression, TimestampType},
+    kafka_protocol::{
+        messages::ApiKey,
+        records::{Compression, TimestampType},
+    },
     metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo},
     producer::{Acks, DeliveryFuture, ProduceOutcome, Producer, ProducerConfig, RecordMetadata},
     records::{AbortedTransaction, BatchProducer, ConsumerRecord, IsolationLevel, ProducerRecord},

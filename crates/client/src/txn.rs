@@ -17,8 +17,9 @@ use {
     },
     kafka_protocol::{
         messages::{
-            AddPartitionsToTxnRequest, ApiKey, DescribeTransactionsRequest, EndTxnRequest,
-            FindCoordinatorRequest, InitProducerIdRequest, TransactionalId,
+            AddPartitionsToTxnRequest, ApiKey, DescribeTransactionsRequest,
+            DescribeTransactionsResponse, EndTxnRequest, FindCoordinatorRequest,
+            InitProducerIdRequest, TransactionalId,
             add_partitions_to_txn_request::AddPartitionsToTxnTopic,
         },
         protocol::StrBytes,
@@ -315,11 +316,22 @@ impl Client {
         })
     }
 
-    /// DescribeTransactions for each id, asking each id's coordinator.
+    /// DescribeTransactions for each id, one request per id in the common
+    /// case.
+    ///
+    /// A describe is how a third party checks a writer's authority, so it
+    /// should cost one round trip: each id goes to its cached coordinator,
+    /// or, when none is cached, straight to any connected broker (on a
+    /// single node, or when that broker happens to coordinate the id, that
+    /// is the answer). Only when the broker answers `NOT_COORDINATOR` (16)
+    /// or `COORDINATOR_NOT_AVAILABLE` (15), or the cached coordinator cannot
+    /// be reached, does the call look the coordinator up with
+    /// FindCoordinator and ask it.
     ///
     /// # Errors
     ///
-    /// The first id's Kafka error (`TRANSACTIONAL_ID_NOT_FOUND`, 105, for an unknown id).
+    /// The first id's Kafka error (`TRANSACTIONAL_ID_NOT_FOUND`, 105, for an
+    /// unknown id), connection and protocol errors.
     pub async fn describe_transactions(
         &self,
         ids: &[&str],
@@ -328,11 +340,7 @@ impl Client {
         for id in ids {
             let mut request = DescribeTransactionsRequest::default();
             request.transactional_ids = vec![transactional(id)];
-            let response = self
-                .send_to_txn_coordinator(id, &request, |r| {
-                    r.transaction_states.first().map_or(0, |t| t.error_code)
-                })
-                .await?;
+            let response = self.describe_one(id, &request).await?;
             for state in response.transaction_states {
                 ClientError::check(state.error_code, None, || {
                     format!("DescribeTransactions {id}")
@@ -355,6 +363,36 @@ impl Client {
             }
         }
         Ok(out)
+    }
+
+    /// Sends one id's DescribeTransactions to the cached coordinator or any
+    /// broker, and through FindCoordinator only when that broker is not the
+    /// coordinator.
+    async fn describe_one(
+        &self,
+        id: &str,
+        request: &DescribeTransactionsRequest,
+    ) -> Result<DescribeTransactionsResponse, ClientError> {
+        let kind = CoordinatorType::Transaction;
+        let error_code = |r: &DescribeTransactionsResponse| {
+            r.transaction_states.first().map_or(0, |t| t.error_code)
+        };
+        let first = match self.cached_coordinator(id, kind.code()) {
+            Some(coordinator) => match self.connection(&coordinator.addr()).await {
+                Ok(connection) => connection.send(request).await,
+                Err(e) => Err(e),
+            },
+            None => self.any_connection().await?.send(request).await,
+        };
+        let elsewhere = match &first {
+            Ok(response) => matches!(error_code(response), 15 | 16),
+            Err(e) => matches!(e, ClientError::Connection { .. }),
+        };
+        if !elsewhere {
+            return first;
+        }
+        self.forget_coordinator(id, kind.code());
+        self.send_to_txn_coordinator(id, request, error_code).await
     }
 
     /// Produces one batch per entry of `batches` (`topic`, `partition`,
@@ -615,5 +653,158 @@ impl TransactionalProducer {
             self.in_transaction = Some(partitions);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The coordinator lookup of DescribeTransactions against a scripted
+    //! two-broker cluster on 127.0.0.1: a single Krabka node is always the
+    //! coordinator, so only a scripted peer can answer NOT_COORDINATOR.
+    //! Broker 1 is the bootstrap and answers NOT_COORDINATOR; broker 2
+    //! coordinates every transactional id.
+
+    use {
+        super::*,
+        crate::{
+            ClientConfig,
+            test_peer::{read_frame, response_frame},
+        },
+        assert2::check,
+        kafka_protocol::{
+            messages::{
+                ApiVersionsResponse, DescribeTransactionsResponse, FindCoordinatorResponse,
+                MetadataResponse, api_versions_response::ApiVersion,
+                describe_transactions_response::TransactionState,
+                find_coordinator_response::Coordinator, metadata_response::MetadataResponseBroker,
+            },
+            protocol::{Decodable, decode_request_header_from_buffer},
+        },
+        tokio::{io::AsyncWriteExt, net::TcpListener},
+    };
+
+    const COORDINATOR: i32 = 2;
+
+    /// Serves every connection to broker `node` of the two at `ports`.
+    async fn broker(listener: TcpListener, node: i32, ports: [u16; 2]) {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(serve(stream, node, ports));
+        }
+    }
+
+    async fn serve(mut stream: tokio::net::TcpStream, node: i32, ports: [u16; 2]) {
+        while let Some(mut frame) = read_frame(&mut stream).await {
+            let header = decode_request_header_from_buffer(&mut frame).unwrap();
+            let version = header.request_api_version;
+            let key = ApiKey::try_from(header.request_api_key).unwrap();
+            let correlation = header.correlation_id;
+            let header_version = key.response_header_version(version);
+            let response = match key {
+                ApiKey::ApiVersions => {
+                    let mut response = ApiVersionsResponse::default();
+                    response.api_keys = [
+                        (ApiKey::ApiVersions, 3),
+                        (ApiKey::Metadata, 12),
+                        (ApiKey::FindCoordinator, 4),
+                        (ApiKey::DescribeTransactions, 0),
+                    ]
+                    .into_iter()
+                    .map(|(api, max)| {
+                        let mut entry = ApiVersion::default();
+                        entry.api_key = api as i16;
+                        entry.max_version = max;
+                        entry
+                    })
+                    .collect();
+                    // ApiVersions answers with header v0 whatever the version.
+                    response_frame(correlation, 0, &response, version)
+                }
+                ApiKey::Metadata => {
+                    let mut response = MetadataResponse::default();
+                    response.controller_id = kafka_protocol::messages::BrokerId(1);
+                    response.brokers = [1, 2]
+                        .into_iter()
+                        .zip(ports)
+                        .map(|(id, port)| {
+                            let mut b = MetadataResponseBroker::default();
+                            b.node_id = kafka_protocol::messages::BrokerId(id);
+                            b.host = StrBytes::from_static_str("127.0.0.1");
+                            b.port = i32::from(port);
+                            b
+                        })
+                        .collect();
+                    response_frame(correlation, header_version, &response, version)
+                }
+                ApiKey::FindCoordinator => {
+                    let request = FindCoordinatorRequest::decode(&mut frame, version).unwrap();
+                    let mut coordinator = Coordinator::default();
+                    coordinator.key = request.coordinator_keys[0].clone();
+                    coordinator.node_id = kafka_protocol::messages::BrokerId(COORDINATOR);
+                    coordinator.host = StrBytes::from_static_str("127.0.0.1");
+                    coordinator.port = i32::from(ports[1]);
+                    let mut response = FindCoordinatorResponse::default();
+                    response.coordinators = vec![coordinator];
+                    response_frame(correlation, header_version, &response, version)
+                }
+                ApiKey::DescribeTransactions => {
+                    let request = DescribeTransactionsRequest::decode(&mut frame, version).unwrap();
+                    let mut state = TransactionState::default();
+                    state.transactional_id = request.transactional_ids[0].clone();
+                    if node == COORDINATOR {
+                        state.transaction_state = StrBytes::from_static_str("Empty");
+                        state.producer_id = kafka_protocol::messages::ProducerId(7);
+                        state.producer_epoch = 3;
+                    } else {
+                        state.error_code = 16; // NOT_COORDINATOR
+                    }
+                    let mut response = DescribeTransactionsResponse::default();
+                    response.transaction_states = vec![state];
+                    response_frame(correlation, header_version, &response, version)
+                }
+                other => panic!("the scripted broker does not serve {other:?}"),
+            };
+            if stream.write_all(&response).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn describe_finds_the_coordinator_only_when_the_first_broker_is_not_it() {
+        let listeners = [
+            TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        ];
+        let ports = listeners.each_ref().map(|l| l.local_addr().unwrap().port());
+        let [first, second] = listeners;
+        let servers = [
+            tokio::spawn(broker(first, 1, ports)),
+            tokio::spawn(broker(second, COORDINATOR, ports)),
+        ];
+        let bootstrap = format!("127.0.0.1:{}", ports[0]);
+        let client = Client::connect(&[bootstrap], ClientConfig::default())
+            .await
+            .unwrap();
+        let counts = client.request_counts();
+
+        // Broker 1 says NOT_COORDINATOR: look the coordinator up, ask it.
+        let described = client.describe_transactions(&["controller"]).await.unwrap();
+        check!(described.len() == 1);
+        check!(described[0].producer.producer_id == ProducerId(7));
+        check!(described[0].producer.epoch == ProducerEpoch(3));
+        check!(counts.sent(ApiKey::DescribeTransactions) == 2);
+        check!(counts.sent(ApiKey::FindCoordinator) == 1);
+
+        // The coordinator is cached now: one request, no lookup.
+        client.describe_transactions(&["controller"]).await.unwrap();
+        check!(counts.sent(ApiKey::DescribeTransactions) == 3);
+        check!(counts.sent(ApiKey::FindCoordinator) == 1);
+
+        for server in servers {
+            server.abort();
+        }
     }
 }

@@ -113,9 +113,9 @@ impl GcsConfig {
         let mut builder = GoogleCloudStorageBuilder::new()
             .with_bucket_name(&self.bucket)
             .with_retry(self.retry.to_retry_config())
-            .with_client_options(
+            .with_client_options(self.retry.apply_timeouts(
                 object_store::ClientOptions::new().with_allow_http(self.allow_http),
-            );
+            ));
         if let Some(endpoint) = &self.endpoint {
             check_endpoint(endpoint, self.allow_http)?;
             builder = builder.with_base_url(endpoint.trim_end_matches('/'));

@@ -1,8 +1,13 @@
-//! Retry and backoff settings shared by both backends.
+//! Retry, backoff and timeout settings shared by both backends.
+//!
+//! Timeouts live beside the retries because together they bound how long one
+//! call can take: a hung server costs at most `request_timeout` per attempt,
+//! and no attempt starts after `retry_timeout`. A caller that must not stall
+//! (the broker's copy task) relies on that bound.
 
 use std::time::Duration;
 
-use object_store::{BackoffConfig, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, RetryConfig};
 
 /// How requests are retried on transient errors (5xx, throttling, timeouts,
 /// connection resets): exponential backoff with jitter, from `init_backoff`
@@ -19,18 +24,24 @@ pub struct RetrySettings {
     pub max_backoff: Duration,
     /// No retry starts later than this after the first attempt.
     pub retry_timeout: Duration,
+    /// One attempt (connect, send, whole response) gives up after this.
+    pub request_timeout: Duration,
+    /// Connecting gives up after this.
+    pub connect_timeout: Duration,
 }
 
 impl Default for RetrySettings {
-    /// 10 retries, 100 ms doubling to 15 s, 3 minutes in total: the
-    /// `object_store` defaults, which keep a signed request within its
-    /// validity window.
+    /// 10 retries, 100 ms doubling to 15 s, 3 minutes in total, 30 s per
+    /// attempt, 5 s to connect: the `object_store` defaults, which keep a
+    /// signed request within its validity window.
     fn default() -> Self {
         Self {
             max_retries: 10,
             init_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(15),
             retry_timeout: Duration::from_secs(180),
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -47,5 +58,12 @@ impl RetrySettings {
             max_retries: self.max_retries,
             retry_timeout: self.retry_timeout,
         }
+    }
+
+    /// `options` with this setting's timeouts applied.
+    pub(crate) fn apply_timeouts(self, options: ClientOptions) -> ClientOptions {
+        options
+            .with_timeout(self.request_timeout)
+            .with_connect_timeout(self.connect_timeout)
     }
 }

@@ -159,7 +159,9 @@ impl S3Config {
         if self.checksum_sha256 {
             builder = builder.with_checksum_algorithm(Checksum::SHA256);
         }
-        let mut options = ClientOptions::new().with_allow_http(self.allow_http);
+        let mut options = self
+            .retry
+            .apply_timeouts(ClientOptions::new().with_allow_http(self.allow_http));
         if self.sdk_checksum_header {
             let mut headers = HeaderMap::new();
             headers.insert(

@@ -119,6 +119,10 @@ impl Default for TopicBasedRlmmConfig {
     }
 }
 
+/// Key prefix of the WORM chain-head records the broker publishes into the
+/// metadata topic (`WormChainRecord::key`); the consumer steps over them.
+const WORM_CHAIN_KEY_PREFIX: &[u8] = b"worm-chain/";
+
 /// What the consumer has done with the events it read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConsumerStats {
@@ -392,6 +396,19 @@ impl Inner {
         let consumed = state.metadata.get_mut(&record.partition)?;
         if record.offset < consumed.next_offset {
             // Already reflected (the snapshot covers it, or a replay repeats it).
+            return None;
+        }
+        if record
+            .key
+            .as_ref()
+            .is_some_and(|key| key.starts_with(WORM_CHAIN_KEY_PREFIX))
+        {
+            // The broker's WORM chain heads share the topic (keyed, see
+            // `WormChainRecord::key`) but are no metadata events: step over
+            // them without counting them as undecodable.
+            consumed.next_offset = record.offset + 1;
+            drop(guard);
+            self.changed.notify_all();
             return None;
         }
         let outcome = if record.tombstone {

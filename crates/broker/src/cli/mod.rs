@@ -3,3 +3,4 @@
 //! Each lives in its own module so `main.rs` stays a thin clap front.
 
 pub mod remote_metadata;
+pub mod worm_heads;

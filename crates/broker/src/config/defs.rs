@@ -483,6 +483,20 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "Directory of the filesystem remote tier; empty means <log.dir>/krabka-remote-tier.",
     ),
     broker(
+        "krabka.remote.log.storage.manager",
+        Some("filesystem"),
+        ConfigKind::Choice(&["filesystem", "s3", "gcs"]),
+        false,
+        "Remote storage manager: filesystem (krabka.remote.log.storage.dir), s3 or gcs (settings under remote.log.storage.manager.impl.prefix).",
+    ),
+    broker(
+        "remote.log.storage.manager.impl.prefix",
+        Some("rsm.config."),
+        ConfigKind::Text,
+        false,
+        "Prefix of the remote storage manager's own settings.",
+    ),
+    broker(
         "krabka.remote.log.metadata.manager",
         Some("topic"),
         ConfigKind::Choice(&["topic", "in-memory"]),
@@ -508,6 +522,26 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         },
         false,
         "Interval of the remote log manager's copy and retention tasks.",
+    ),
+    broker(
+        "remote.log.manager.task.retry.backoff.ms",
+        Some("500"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "First back-off of a partition's copy task after the remote tier failed; doubles per failure.",
+    ),
+    broker(
+        "remote.log.manager.task.retry.backoff.max.ms",
+        Some("30000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "Longest back-off of a partition's copy task after repeated failures.",
     ),
     broker(
         "remote.log.index.file.cache.total.size.bytes",

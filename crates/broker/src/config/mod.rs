@@ -108,7 +108,12 @@ impl RawSettings {
                 continue;
             };
             let name = rest.to_ascii_lowercase().replace('_', ".");
-            if defs::broker_setting(&name).is_some() {
+            // The storage manager's settings under Kafka's default prefix
+            // (`KRABKA_RSM_CONFIG_S3_BUCKET` → `rsm.config.s3.bucket`).
+            let storage_manager = name
+                .strip_prefix(crate::remote::backend::DEFAULT_IMPL_PREFIX)
+                .is_some_and(|rest| crate::remote::backend::rsm_setting(rest).is_some());
+            if defs::broker_setting(&name).is_some() || storage_manager {
                 self.set(&name, &value, &format!("environment {key}"));
             }
         }
@@ -160,7 +165,17 @@ impl BrokerConfig {
     /// [`BrokerError::Config`] naming the first unknown setting, invalid value
     /// or inconsistent combination.
     pub fn from_raw(raw: &RawSettings) -> Result<Self, BrokerError> {
+        // The remote storage manager's own settings (Kafka's
+        // `remote.log.storage.manager.impl.prefix` convention) have their own table.
+        let rsm_prefix = crate::remote::backend::impl_prefix(
+            raw.get(crate::remote::backend::IMPL_PREFIX_SETTING),
+        );
         for (name, (value, origin)) in &raw.values {
+            if name.starts_with(&rsm_prefix) && defs::broker_setting(name).is_none() {
+                crate::remote::backend::validate_rsm(&rsm_prefix, name, value)
+                    .map_err(|reason| BrokerError::Config(format!("{reason} ({origin})")))?;
+                continue;
+            }
             let setting = defs::broker_setting(name)
                 .ok_or_else(|| BrokerError::Config(format!("unknown setting {name} ({origin})")))?;
             setting.kind.validate(value).map_err(|reason| {
@@ -247,7 +262,7 @@ impl BrokerConfig {
             u64::try_from(int(name)?)
                 .map_err(|_| BrokerError::Config(format!("setting {name} must not be negative")))
         };
-        Ok(Self {
+        let config = Self {
             node_id,
             listener,
             advertised_listener,
@@ -268,7 +283,13 @@ impl BrokerConfig {
                 .iter()
                 .map(|(k, (v, _))| (k.clone(), v.clone()))
                 .collect(),
-        })
+        };
+        if crate::remote::settings::system_enabled(&config) {
+            // Combinations of the storage manager's settings, checked before
+            // anything starts (the directory is not needed for that).
+            crate::remote::backend::StorageSettings::from_config(&config, PathBuf::new())?;
+        }
+        Ok(config)
     }
 
     /// The static (startup) value of a broker setting that supplies a topic

@@ -23,9 +23,11 @@
 //! which bounds concurrent remote reads by `remote.log.reader.threads` so they
 //! cannot take the blocking threads local fetches use.
 
+pub mod backend;
 pub mod fetch;
 pub mod policy;
 pub mod settings;
+pub mod worm;
 
 use {
     crate::{
@@ -37,15 +39,15 @@ use {
     bytes::Bytes,
     krabka_ids::LeaderEpoch,
     krabka_remote_storage::{
-        BytePosition, IndexType, InmemoryRemoteLogMetadataManager, LocalTieredStorage, LogOffset,
-        LogSegmentData, RemoteIndexCache, RemoteLogMetadataManager, RemoteLogSegmentDetails,
-        RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate,
-        RemoteLogSegmentState, RemoteStorageError, RemoteStorageManager, TopicIdPartition,
-        parse_offset_index, position_for_relative_offset,
+        BytePosition, IndexType, InmemoryRemoteLogMetadataManager, LogOffset, LogSegmentData,
+        RemoteIndexCache, RemoteLogMetadataManager, RemoteLogSegmentDetails, RemoteLogSegmentId,
+        RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
+        RemoteStorageError, RemoteStorageManager, TopicIdPartition, parse_offset_index,
+        position_for_relative_offset,
     },
     krabka_remote_storage_topic::{
-        KafkaMetadataEventLog, KafkaMetadataEventLogConfig, TopicBasedRemoteLogMetadataManager,
-        TopicBasedRlmmConfig,
+        KafkaMetadataEventLog, KafkaMetadataEventLogConfig, MetadataEventLog,
+        TopicBasedRemoteLogMetadataManager, TopicBasedRlmmConfig,
     },
     policy::{LocalSegment, RemoteSegment, Retention},
     settings::{MetadataManagerChoice, RemoteSettings},
@@ -57,10 +59,6 @@ use {
     tokio::sync::{Semaphore, watch},
 };
 
-/// Longest back-off after repeated copy failures of one partition.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// First back-off after a copy failure.
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// Bytes read from the remote tier at least, so small fetches of a
 /// sequential consumer do not each cost a remote round trip per batch.
 const MIN_REMOTE_READ: usize = 64 * 1024;
@@ -90,6 +88,12 @@ pub struct RemoteLogManager {
     readers: Semaphore,
     settings: RemoteSettings,
     state: Mutex<HashMap<(String, i32), PartitionState>>,
+    /// The tier is a write-once archive: it refuses deletes, so the delete
+    /// lifecycle only retires metadata (the bucket's retention removes the
+    /// objects).
+    archive: bool,
+    /// Publishes WORM chain heads into the metadata topic (archive mode).
+    chain_heads: Option<worm::ChainHeadPublisher>,
 }
 
 impl std::fmt::Debug for RemoteLogManager {
@@ -142,28 +146,41 @@ impl RemoteLogManager {
         let Some(settings) = RemoteSettings::from_config(&broker.config)? else {
             return Ok(None);
         };
-        std::fs::create_dir_all(&settings.storage_dir).map_err(|source| BrokerError::Io {
-            action: "create remote tier directory",
-            path: settings.storage_dir.clone(),
-            source,
-        })?;
-        let storage: Arc<dyn RemoteStorageManager> =
-            Arc::new(LocalTieredStorage::new(settings.storage_dir.clone()));
+        let storage_settings =
+            backend::StorageSettings::from_config(&broker.config, settings.storage_dir.clone())?;
+        // Building an object-store tier checks the bucket (blocking calls).
+        let built = tokio::task::spawn_blocking(move || backend::build(&storage_settings))
+            .await
+            .map_err(|e| BrokerError::Task(format!("remote storage manager: {e}")))??;
+        let storage = Arc::clone(&built.storage);
+        let mut event_log: Option<Arc<dyn MetadataEventLog>> = None;
         let metadata: Arc<dyn RemoteLogMetadataManager> = match settings.metadata_manager {
             MetadataManagerChoice::InMemory => Arc::new(InmemoryRemoteLogMetadataManager::new()),
             MetadataManagerChoice::Topic => {
-                let (host, port) = broker.advertised();
-                let mut config = KafkaMetadataEventLogConfig::new(vec![format!("{host}:{port}")]);
-                config.partitions = settings.metadata_partitions;
-                let log = KafkaMetadataEventLog::connect(config)
-                    .await
-                    .map_err(|e| BrokerError::Task(format!("remote log metadata topic: {e}")))?;
+                let log = Self::connect_metadata_log(broker, &settings).await?;
+                event_log = Some(Arc::clone(&log));
                 Arc::new(TopicBasedRemoteLogMetadataManager::new(
-                    Arc::new(log),
+                    log,
                     tokio::runtime::Handle::current(),
                     TopicBasedRlmmConfig::default(),
                 ))
             }
+        };
+        let chain_heads = match (&built.object, built.worm) {
+            (Some(object), true) => {
+                // The chain heads go to the metadata topic even when the
+                // segment metadata is kept in memory.
+                let log = match event_log {
+                    Some(log) => log,
+                    None => Self::connect_metadata_log(broker, &settings).await?,
+                };
+                Some(worm::ChainHeadPublisher::new(
+                    Arc::clone(object),
+                    log,
+                    tokio::runtime::Handle::current(),
+                ))
+            }
+            _ => None,
         };
         let index_cache = RemoteIndexCache::open(
             &broker.config.log_dir,
@@ -179,7 +196,23 @@ impl RemoteLogManager {
             readers: Semaphore::new(settings.reader_threads),
             settings,
             state: Mutex::new(HashMap::new()),
+            archive: built.worm,
+            chain_heads,
         })))
+    }
+
+    /// Connects to the broker's own `__remote_log_metadata` through its listener.
+    async fn connect_metadata_log(
+        broker: &Broker,
+        settings: &RemoteSettings,
+    ) -> Result<Arc<dyn MetadataEventLog>, BrokerError> {
+        let (host, port) = broker.advertised();
+        let mut config = KafkaMetadataEventLogConfig::new(vec![format!("{host}:{port}")]);
+        config.partitions = settings.metadata_partitions;
+        let log = KafkaMetadataEventLog::connect(config)
+            .await
+            .map_err(|e| BrokerError::Task(format!("remote log metadata topic: {e}")))?;
+        Ok(Arc::new(log))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i32), PartitionState>> {
@@ -274,23 +307,32 @@ impl RemoteLogManager {
     ) -> Result<(), RemoteStorageError> {
         let tp = Self::tip(p);
         let mut state = self.partition_state(p);
-        if !state.prepared {
-            self.metadata
-                .on_partition_leadership_changes(std::slice::from_ref(&tp), &[])?;
-            let waited = Instant::now();
-            while !self.metadata.is_ready(&tp) {
-                if waited.elapsed() > Duration::from_secs(30) {
-                    return Err(backend(format!("metadata of {tp} not ready")));
+        // While backing off, the remote tier is left alone entirely: the
+        // clean-up of a failed copy needs it as much as the copy does.
+        let backing_off = state.retry_at.is_some_and(|t| Instant::now() < t);
+        if !state.prepared && !backing_off {
+            let prepared = self.prepare(&tp).and_then(|()| {
+                let mut fresh = state.clone();
+                self.refresh(&tp, &mut fresh).map(|()| fresh)
+            });
+            match prepared {
+                Ok(fresh) => {
+                    state = fresh;
+                    state.prepared = true;
+                    self.set_partition_state(p, state.clone());
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                Err(e) => {
+                    self.back_off(p, &mut state, &e, "preparing the partition failed");
+                    self.set_partition_state(p, state);
+                    return Ok(());
+                }
             }
-            self.clean_unfinished(&tp)?;
-            state.prepared = true;
-            self.refresh(&tp, &mut state)?;
-            self.set_partition_state(p, state.clone());
+        }
+        if !state.prepared {
+            // Backing off before the clean-up: nothing is copied or deleted.
+            return Ok(());
         }
         let copy_disabled = is_tiered(broker, configs, "remote.log.copy.disable");
-        let backing_off = state.retry_at.is_some_and(|t| Instant::now() < t);
         if !copy_disabled && !backing_off {
             match self.copy_pending(p, &tp, &state) {
                 Ok(()) => {
@@ -298,17 +340,10 @@ impl RemoteLogManager {
                     state.retry_at = None;
                 }
                 Err(e) => {
-                    state.failures = state.failures.saturating_add(1);
-                    let backoff = FIRST_BACKOFF
-                        .saturating_mul(
-                            2u32.saturating_pow(state.failures.saturating_sub(1).min(16)),
-                        )
-                        .min(MAX_BACKOFF);
-                    state.retry_at = Some(Instant::now() + backoff);
+                    self.back_off(p, &mut state, &e, "segment copy failed");
                     // The failed copy is left in COPY_SEGMENT_STARTED; clean it
                     // (and redo it) at the next attempt.
                     state.prepared = false;
-                    tracing::warn!(partition = ?p, error = %e, ?backoff, "segment copy failed; retrying later");
                 }
             }
         }
@@ -327,6 +362,42 @@ impl RemoteLogManager {
         self.refresh(&tp, &mut state)?;
         self.set_partition_state(p, state);
         Ok(())
+    }
+
+    /// Assigns the partition to the metadata manager, waits for its metadata
+    /// and cleans up what an earlier run left unfinished.
+    fn prepare(&self, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
+        self.metadata
+            .on_partition_leadership_changes(std::slice::from_ref(tp), &[])?;
+        let waited = Instant::now();
+        while !self.metadata.is_ready(tp) {
+            if waited.elapsed() > Duration::from_secs(30) {
+                return Err(backend(format!("metadata of {tp} not ready")));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.clean_unfinished(tp)
+    }
+
+    /// Records a failure of the remote tier: no remote work on the
+    /// partition until an exponentially growing back-off
+    /// (`remote.log.manager.task.retry.backoff.ms`, doubling up to
+    /// `remote.log.manager.task.retry.backoff.max.ms`) has passed.
+    fn back_off(
+        &self,
+        p: &Partition,
+        state: &mut PartitionState,
+        e: &RemoteStorageError,
+        what: &str,
+    ) {
+        state.failures = state.failures.saturating_add(1);
+        let backoff = self
+            .settings
+            .retry_backoff
+            .saturating_mul(2u32.saturating_pow(state.failures.saturating_sub(1).min(16)))
+            .min(self.settings.retry_backoff_max);
+        state.retry_at = Some(Instant::now() + backoff);
+        tracing::warn!(partition = ?p, error = %e, ?backoff, failures = state.failures, "{what}; retrying later");
     }
 
     /// Re-reads the remote start and highest offset from the metadata manager.
@@ -393,7 +464,13 @@ impl RemoteLogManager {
         if start {
             self.update(m, RemoteLogSegmentState::DeleteSegmentStarted, None)?;
         }
-        self.storage.delete_log_segment_data(m)?;
+        if self.archive {
+            // A write-once archive refuses deletes; its objects stay until the
+            // bucket's retention expires, and only the metadata is retired.
+            tracing::info!(segment = %m.remote_log_segment_id(), "segment retired; its archive objects stay under bucket retention");
+        } else {
+            self.storage.delete_log_segment_data(m)?;
+        }
         self.index_cache.remove_segment(m.remote_log_segment_id());
         self.update(m, RemoteLogSegmentState::DeleteSegmentFinished, None)
     }
@@ -427,6 +504,8 @@ impl RemoteLogManager {
         tp: &TopicIdPartition,
         state: &PartitionState,
     ) -> Result<(), RemoteStorageError> {
+        // A chain head whose publication failed earlier goes out first.
+        self.publish_chain_head(tp)?;
         let segments = Self::local_segments(p);
         let plain: Vec<LocalSegment> = segments.iter().map(|(s, _)| *s).collect();
         // Single node: the high watermark is the log end, and the LSO is never above it.
@@ -502,7 +581,16 @@ impl RemoteLogManager {
             custom,
         )?;
         tracing::debug!(partition = ?p, base, end, "copied segment to the remote tier");
-        Ok(())
+        self.publish_chain_head(tp)
+    }
+
+    /// In archive mode, publishes the partition's newest chain head into
+    /// the metadata topic (see [`worm`]).
+    fn publish_chain_head(&self, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
+        match &self.chain_heads {
+            Some(publisher) => publisher.sync(tp).map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     fn apply_local_retention(&self, p: &Partition, state: &PartitionState, retention: Retention) {

@@ -29,6 +29,11 @@ pub struct RemoteSettings {
     pub metadata_partitions: i32,
     /// `remote.log.manager.task.interval.ms`.
     pub task_interval: Duration,
+    /// `remote.log.manager.task.retry.backoff.ms`: first back-off after a
+    /// failure of the remote tier.
+    pub retry_backoff: Duration,
+    /// `remote.log.manager.task.retry.backoff.max.ms`: longest back-off.
+    pub retry_backoff_max: Duration,
     /// `remote.log.index.file.cache.total.size.bytes`.
     pub index_cache_bytes: u64,
     /// `remote.log.reader.threads`.
@@ -85,6 +90,12 @@ impl RemoteSettings {
                 })?,
             task_interval: Duration::from_millis(
                 number("remote.log.manager.task.interval.ms")?.max(1),
+            ),
+            retry_backoff: Duration::from_millis(
+                number("remote.log.manager.task.retry.backoff.ms")?.max(1),
+            ),
+            retry_backoff_max: Duration::from_millis(
+                number("remote.log.manager.task.retry.backoff.max.ms")?.max(1),
             ),
             index_cache_bytes: number("remote.log.index.file.cache.total.size.bytes")?,
             reader_threads: usize::try_from(number("remote.log.reader.threads")?.max(1))

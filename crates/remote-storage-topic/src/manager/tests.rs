@@ -340,6 +340,15 @@ fn bad_events_are_counted_and_skipped_and_the_consumer_goes_on() {
     runtime
         .block_on(log.publish_keyed(home, Bytes::from_static(b"k"), None))
         .ok();
+    // A WORM chain head the broker published beside the events is no event
+    // at all: stepped over, not counted.
+    runtime
+        .block_on(log.publish_keyed(
+            home,
+            Bytes::from_static(b"worm-chain/topic-1-0-AAAAAAAAAAAAAAAAAAAAAQ"),
+            Some(Bytes::from_static(b"{\"version\":1}")),
+        ))
+        .unwrap();
 
     // A good event after the bad ones is applied (its check waits for the
     // consumer to reach the end before it refuses anything).
