@@ -14,8 +14,7 @@ use {
         checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE},
         leader_epoch::{EpochEntry, LeaderEpochCache},
         producer_state::{
-            self, AppendOrigin, PendingUpdate, ProducerStateManager, ProducerSummary,
-            SequenceCheck,
+            self, AppendOrigin, PendingUpdate, ProducerStateManager, ProducerSummary, SequenceCheck,
         },
         segment::{self, Segment},
         txn_index::AbortedTxnEntry,
@@ -353,7 +352,9 @@ impl Log {
         for (_, h) in &mut headers {
             if h.has_producer_id() {
                 if let SequenceCheck::Duplicate(orig) =
-                    inner.producers.check_and_stage(&mut pending, h, next, origin)?
+                    inner
+                        .producers
+                        .check_and_stage(&mut pending, h, next, origin)?
                 {
                     return Ok(AppendInfo {
                         first_offset: orig.first_offset,

@@ -169,7 +169,8 @@ pub fn append(
     records: &[CoordinatorRecord],
     producer: Option<(ProducerId, ProducerEpoch)>,
 ) -> Result<i64, LogError> {
-    let bytes = encode_batch(records, producer).map_err(|reason| LogError::InvalidRecord { reason })?;
+    let bytes =
+        encode_batch(records, producer).map_err(|reason| LogError::InvalidRecord { reason })?;
     Ok(log.append_as_coordinator(bytes, LEADER_EPOCH)?.first_offset)
 }
 

@@ -139,7 +139,9 @@ impl GroupLog for PartitionGroupLog {
         marker: ControlMarker,
     ) -> Result<i64, GroupError> {
         self.write(partition, move |log| {
-            Ok(log.append_control_marker(marker, LEADER_EPOCH)?.first_offset)
+            Ok(log
+                .append_control_marker(marker, LEADER_EPOCH)?
+                .first_offset)
         })
         .await
     }

@@ -327,12 +327,8 @@ impl GroupCoordinator {
                             .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes.clone()))
                             .collect::<Vec<_>>()
                     });
-                    let rows = fetch_rows(
-                        &state,
-                        g.group_id.0.as_str(),
-                        requested,
-                        req.require_stable,
-                    );
+                    let rows =
+                        fetch_rows(&state, g.group_id.0.as_str(), requested, req.require_stable);
                     OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id.clone())
                         .with_topics(

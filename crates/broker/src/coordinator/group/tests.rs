@@ -1829,7 +1829,10 @@ async fn transactional_offsets_become_visible_on_the_commit_marker_only() {
         .await;
     let resp = h
         .coord
-        .txn_offset_commit(&ctx(3), txn_commit_req("g", (77, 1), &[("in", 0, 9), ("in", 1, 4)]))
+        .txn_offset_commit(
+            &ctx(3),
+            txn_commit_req("g", (77, 1), &[("in", 0, 9), ("in", 1, 4)]),
+        )
         .await;
     let errors: Vec<i16> = resp
         .topics
@@ -1854,7 +1857,10 @@ async fn transactional_offsets_become_visible_on_the_commit_marker_only() {
         fetch_stable(&h.coord, "g", "in", &[0, 1, 2]).await,
         vec![(-1, unstable), (-1, unstable), (-1, 0)]
     );
-    h.coord.write_txn_marker(p, marker((77, 1), true)).await.unwrap();
+    h.coord
+        .write_txn_marker(p, marker((77, 1), true))
+        .await
+        .unwrap();
     assert_eq!(fetch(&h.coord, "g", "in", &[0, 1]).await, vec![9, 4]);
     assert_eq!(
         fetch_stable(&h.coord, "g", "in", &[0, 1]).await,
@@ -1865,7 +1871,10 @@ async fn transactional_offsets_become_visible_on_the_commit_marker_only() {
     h.coord
         .txn_offset_commit(&ctx(3), txn_commit_req("g", (77, 2), &[("in", 0, 50)]))
         .await;
-    h.coord.write_txn_marker(p, marker((77, 2), false)).await.unwrap();
+    h.coord
+        .write_txn_marker(p, marker((77, 2), false))
+        .await
+        .unwrap();
     assert_eq!(fetch_stable(&h.coord, "g", "in", &[0]).await, vec![(9, 0)]);
 
     // The log replays to the same offsets, markers and all.
@@ -1892,7 +1901,10 @@ async fn pending_transactional_offsets_survive_a_restart_until_their_marker() {
         fetch_stable(&restarted, "g", "in", &[0]).await,
         vec![(-1, code(ResponseError::UnstableOffsetCommit))]
     );
-    restarted.write_txn_marker(p, marker((5, 0), true)).await.unwrap();
+    restarted
+        .write_txn_marker(p, marker((5, 0), true))
+        .await
+        .unwrap();
     assert_eq!(fetch(&restarted, "g", "in", &[0]).await, vec![42]);
     let again = h.restart().await;
     assert_eq!(fetch_stable(&again, "g", "in", &[0]).await, vec![(42, 0)]);
@@ -1908,7 +1920,10 @@ async fn a_regular_commit_written_after_the_transactional_one_wins() {
     h.coord
         .offset_commit(&ctx(8), commit_req("g", -1, "", &[("in", 0, 20)]))
         .await;
-    h.coord.write_txn_marker(p, marker((8, 0), true)).await.unwrap();
+    h.coord
+        .write_txn_marker(p, marker((8, 0), true))
+        .await
+        .unwrap();
     assert_eq!(fetch(&h.coord, "g", "in", &[0]).await, vec![20]);
     assert_eq!(fetch(&*h.restart().await, "g", "in", &[0]).await, vec![20]);
 }
@@ -1957,7 +1972,11 @@ async fn transactional_commits_are_validated_like_offset_commits() {
     let mut req = txn_commit_req("g", (1, 0), &[("in", 0, 1), ("in", 1, 2)]);
     req.topics[0].partitions[0].committed_metadata = Some(sb(&big));
     let resp = h.coord.txn_offset_commit(&ctx(3), req).await;
-    let errors: Vec<i16> = resp.topics[0].partitions.iter().map(|p| p.error_code).collect();
+    let errors: Vec<i16> = resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
     assert_eq!(errors, vec![code(ResponseError::OffsetMetadataTooLarge), 0]);
 }
 
@@ -1975,6 +1994,9 @@ async fn a_group_with_pending_transactional_offsets_is_not_expired() {
     h.advance(5_000).await;
     assert!(state_of(&h, "g").is_some(), "the group was deleted");
     let p = h.coord.partition_for("g");
-    h.coord.write_txn_marker(p, marker((3, 0), true)).await.unwrap();
+    h.coord
+        .write_txn_marker(p, marker((3, 0), true))
+        .await
+        .unwrap();
     assert_eq!(fetch(&h.coord, "g", "in", &[0]).await, vec![7]);
 }

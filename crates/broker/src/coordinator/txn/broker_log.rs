@@ -112,10 +112,9 @@ impl MarkerWriter for PartitionMarkers {
             .upgrade()
             .ok_or_else(|| MarkerError::Failed("the broker is shutting down".into()))?;
         if partition.topic == OFFSETS_TOPIC {
-            let groups = broker
-                .groups
-                .get()
-                .ok_or_else(|| MarkerError::Failed("the group coordinator has not started".into()))?;
+            let groups = broker.groups.get().ok_or_else(|| {
+                MarkerError::Failed("the group coordinator has not started".into())
+            })?;
             return match self
                 .runtime
                 .block_on(groups.write_txn_marker(partition.partition, marker))
@@ -208,10 +207,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<TransactionCoordinator>, 
             Arc::new(SystemClock),
         )?;
         let (ids, open) = coordinator.with_state(|s| {
-            let open = s
-                .iter()
-                .filter(|(_, m)| !m.partitions.is_empty())
-                .count();
+            let open = s.iter().filter(|(_, m)| !m.partitions.is_empty()).count();
             (s.iter().count(), open)
         });
         let completed = coordinator.tick();

@@ -26,7 +26,9 @@ use {
         error::TxnError,
         log::TxnStateLog,
         records::{TransactionLogValue, decode_key, encode_key},
-        state::{Completion, EndStep, InitStep, TopicPartition, Transition, TxnManager, TxnMetadata},
+        state::{
+            Completion, EndStep, InitStep, TopicPartition, Transition, TxnManager, TxnMetadata,
+        },
     },
     crate::coordinator::{group::partitioner, state_topic::CoordinatorRecord},
     kafka_protocol::{

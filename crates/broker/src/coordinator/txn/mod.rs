@@ -42,6 +42,8 @@ pub mod state;
 pub mod wire;
 
 #[cfg(test)]
+mod restart_tests;
+#[cfg(test)]
 mod tests;
 
 use kafka_protocol::messages::ApiKey;

@@ -349,10 +349,7 @@ mod tests {
         let bytes = value.encode();
         check!(bytes[16] == 2);
         // Two topics: "a" with [0, 2], "b" with [1].
-        check!(
-            bytes.get(17..21).unwrap() == [0, 0, 0, 2],
-            "topic count"
-        );
+        check!(bytes.get(17..21).unwrap() == [0, 0, 0, 2], "topic count");
         check!(TransactionLogValue::decode(&bytes).unwrap() == value);
         for (state, id) in [
             (TxnState::Empty, 0),
@@ -392,7 +389,10 @@ mod tests {
         for version in [0, 1] {
             let full = ongoing().encode_version(version);
             for n in 0..full.len() {
-                check!(TransactionLogValue::decode(&full[..n]).is_err(), "v{version} prefix {n}");
+                check!(
+                    TransactionLogValue::decode(&full[..n]).is_err(),
+                    "v{version} prefix {n}"
+                );
             }
             let mut long = full.to_vec();
             long.push(0);

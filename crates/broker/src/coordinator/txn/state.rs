@@ -589,7 +589,11 @@ impl TxnManager {
     /// which fences its producer as Kafka does (a transition to persist
     /// first); a completing one is handed out again. The completion is
     /// marked in flight either way.
-    pub fn due(&mut self, transactional_id: &str, now_ms: i64) -> Option<(Option<Transition>, Completion)> {
+    pub fn due(
+        &mut self,
+        transactional_id: &str,
+        now_ms: i64,
+    ) -> Option<(Option<Transition>, Completion)> {
         let meta = self.txns.get_mut(transactional_id)?;
         if meta.markers_in_flight {
             return None;

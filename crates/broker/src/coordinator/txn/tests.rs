@@ -46,7 +46,13 @@ fn init(
     answer
 }
 
-fn add(m: &mut TxnManager, id: &str, producer: (ProducerId, ProducerEpoch), parts: &[TopicPartition], now: i64) {
+fn add(
+    m: &mut TxnManager,
+    id: &str,
+    producer: (ProducerId, ProducerEpoch),
+    parts: &[TopicPartition],
+    now: i64,
+) {
     if let Some(t) = m
         .add_partitions(id, producer.0, producer.1, parts.iter().cloned(), now)
         .unwrap()
@@ -82,7 +88,10 @@ fn nothing_changes_until_a_transition_is_applied() {
     check!(m.get("t").is_none());
     assert2::assert!(let InitStep::Ready(t) = step);
     m.apply(t);
-    let producer = (m.get("t").unwrap().producer_id, m.get("t").unwrap().producer_epoch);
+    let producer = (
+        m.get("t").unwrap().producer_id,
+        m.get("t").unwrap().producer_epoch,
+    );
     let t = m
         .add_partitions("t", producer.0, producer.1, [tp("a", 0)], 5)
         .unwrap()
@@ -404,10 +413,16 @@ impl Fixture {
 fn every_change_is_persisted_in_kafkas_order_before_it_takes_effect() {
     let f = Fixture::new();
     let (pid, epoch) = f.c.init_producer_id("t", 60_000, None).unwrap();
-    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0), tp("deleted", 0), tp("b", 2)])
-        .unwrap();
+    f.c.add_partitions(
+        "t",
+        pid,
+        epoch,
+        vec![tp("a", 0), tp("deleted", 0), tp("b", 2)],
+    )
+    .unwrap();
     // Nothing new: nothing written.
-    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)]).unwrap();
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
     f.c.end_txn("t", pid, epoch, true).unwrap();
     let written = f.markers.written.lock().unwrap().clone();
     check!(written.len() == 2);
@@ -440,9 +455,15 @@ fn a_failed_write_changes_nothing_and_answers_not_coordinator() {
     check!(f.state("t") == Some(TxnState::Empty));
     assert2::assert!(let Err(TxnError::NotCoordinator(_)) = f.c.init_producer_id("t", 60_000, None));
     check!(f.c.with_state(|s| s.get("t").unwrap().producer_epoch) == epoch);
-    check!(TxnError::NotCoordinator(String::new()).response_error().code() == 16);
+    check!(
+        TxnError::NotCoordinator(String::new())
+            .response_error()
+            .code()
+            == 16
+    );
     f.log.set_fail_appends(false);
-    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)]).unwrap();
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
     // A failed prepare leaves the transaction open; no marker is written.
     f.log.set_fail_appends(true);
     assert2::assert!(let Err(TxnError::NotCoordinator(_)) = f.c.end_txn("t", pid, epoch, true));
@@ -457,7 +478,8 @@ fn a_failed_write_changes_nothing_and_answers_not_coordinator() {
 fn a_second_producer_fences_the_first_and_aborts_its_transaction() {
     let f = Fixture::new();
     let (pid, first) = f.c.init_producer_id("t", 60_000, None).unwrap();
-    f.c.add_partitions("t", pid, first, vec![tp("a", 0)]).unwrap();
+    f.c.add_partitions("t", pid, first, vec![tp("a", 0)])
+        .unwrap();
     let (pid2, second) = f.c.init_producer_id("t", 60_000, None).unwrap();
     check!(pid2 == pid);
     check!(second.0 == first.0 + 2);
@@ -487,7 +509,8 @@ fn a_second_producer_fences_the_first_and_aborts_its_transaction() {
 fn the_tick_aborts_after_the_timeout_and_retries_failed_markers() {
     let f = Fixture::new();
     let (pid, epoch) = f.c.init_producer_id("t", 1_000, None).unwrap();
-    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)]).unwrap();
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
     check!(f.c.tick() == 0);
     f.markers.fail.store(true, Ordering::SeqCst);
     f.clock.advance(1_000);
@@ -530,7 +553,11 @@ fn a_restart_replays_the_state_and_completes_what_was_preparing() {
     check!(again.state("t") == Some(TxnState::CompleteCommit));
     let written = again.markers.written.lock().unwrap().clone();
     check!(written.len() == 2);
-    check!(written.iter().all(|(_, m)| m.commit && m.producer_epoch == epoch));
+    check!(
+        written
+            .iter()
+            .all(|(_, m)| m.commit && m.producer_epoch == epoch)
+    );
     check!(again.state("open") == Some(TxnState::Ongoing));
     again.clock.set(2_500);
     check!(again.c.tick() == 1);
@@ -550,7 +577,8 @@ fn expired_ids_are_tombstoned_and_stay_gone_after_a_restart() {
     let f = Fixture::new();
     let (first, _) = f.c.init_producer_id("old", 60_000, None).unwrap();
     let (pid, epoch) = f.c.init_producer_id("busy", 60_000, None).unwrap();
-    f.c.add_partitions("busy", pid, epoch, vec![tp("a", 0)]).unwrap();
+    f.c.add_partitions("busy", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
     f.clock.set(9_999);
     check!(f.c.expire_transactional_ids() == 0);
     f.clock.set(10_000);
@@ -627,7 +655,8 @@ fn verify_only_answers_transaction_abortable_for_a_partition_outside() {
     };
     let f = Fixture::new();
     let (pid, epoch) = f.c.init_producer_id("t", 60_000, None).unwrap();
-    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)]).unwrap();
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
     let mut topic = AddPartitionsToTxnTopic::default();
     topic.name = TopicName("a".into());
     topic.partitions = vec![0, 1];

@@ -22,9 +22,8 @@ use {
             AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
             AddPartitionsToTxnResponse, ApiKey, DescribeProducersRequest,
             DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest,
-            EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
-            ListTransactionsRequest, ListTransactionsResponse, TxnOffsetCommitRequest,
-            TxnOffsetCommitResponse,
+            EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
+            ListTransactionsResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
             txn_offset_commit_response::{
                 TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
             },
