@@ -101,3 +101,46 @@ def wait_for(predicate, timeout=30, interval=0.2, what="condition"):
             return value
         time.sleep(interval)
     raise AssertionError("timed out waiting for " + what)
+
+
+def raw_call(bootstrap, request, response_class, correlation_id=1):
+    """Sends one request encoded by kafka-python's protocol classes on a
+    fresh connection and decodes the answer with them (for requests no
+    client API lets a test send as it is, e.g. out of order or malformed)."""
+    import socket
+    import struct
+
+    host, port = bootstrap.rsplit(":", 1)
+    version = request.API_VERSION
+    request.with_header(correlation_id=correlation_id, client_id="interop-raw")
+    frame = request.encode(header=True, framed=True)
+    with socket.create_connection((host, int(port)), timeout=20) as s:
+        s.sendall(frame)
+        size = b""
+        while len(size) < 4:
+            chunk = s.recv(4 - len(size))
+            if not chunk:
+                raise ConnectionError("closed before the answer")
+            size += chunk
+        (n,) = struct.unpack(">i", size)
+        body = b""
+        while len(body) < n:
+            chunk = s.recv(n - len(body))
+            if not chunk:
+                raise ConnectionError("closed in the middle of the answer")
+            body += chunk
+    return response_class[version].decode(body, header=True)
+
+
+def record_batch(values, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False):
+    """A v2 record batch built by kafka-python's record builder."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=transactional,
+        producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=base_sequence, batch_size=1 << 20)
+    now = int(time.time() * 1000)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=now, key=None, value=value, headers=[])
+    return bytes(builder.build())

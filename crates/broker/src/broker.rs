@@ -29,8 +29,8 @@ pub struct Broker {
     /// The remote log manager (tiered storage), set once at startup when
     /// `remote.log.storage.system.enable` is true.
     pub remote: std::sync::OnceLock<std::sync::Arc<crate::remote::RemoteLogManager>>,
-    /// The transaction coordinator, created on first use
-    /// (`crate::coordinator::txn::wire::coordinator`).
+    /// The transaction coordinator, set once at startup
+    /// (`crate::coordinator::txn::broker_log::start`).
     pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
     /// The port the listener actually bound (differs from the configured one
     /// when that is 0).

@@ -43,6 +43,10 @@ pub async fn run_until(
         .await
         .map_err(|e| BrokerError::Task(format!("group coordinator: {e}")))?;
     let _ = broker.groups.set(groups);
+    let txns = crate::coordinator::txn::broker_log::start(&broker)
+        .await
+        .map_err(|e| BrokerError::Task(format!("transaction coordinator: {e}")))?;
+    let _ = broker.txns.set(txns);
     if let Some(metrics_address) = metrics_address {
         match metrics::install(metrics_address) {
             Ok(()) => {

@@ -14,7 +14,7 @@ use {
         checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE},
         leader_epoch::{EpochEntry, LeaderEpochCache},
         producer_state::{
-            self, PendingUpdate, ProducerStateManager, ProducerSummary, SequenceCheck,
+            self, AppendOrigin, PendingUpdate, ProducerStateManager, ProducerSummary, SequenceCheck,
         },
         segment::{self, Segment},
         txn_index::AbortedTxnEntry,
@@ -280,6 +280,33 @@ impl Log {
         records: Bytes,
         leader_epoch: LeaderEpoch,
     ) -> Result<AppendInfo, LogError> {
+        self.append_with_origin(records, leader_epoch, AppendOrigin::Client)
+    }
+
+    /// Appends batches the broker's own coordinator encoded (Kafka's
+    /// `AppendOrigin.COORDINATOR`): checked as [`Log::append_as_leader`]
+    /// checks a client's, except that a producer's batches are not
+    /// sequence-checked nor deduplicated — the group coordinator writes
+    /// transactional offset commits under the producer's id and epoch
+    /// without numbering them. Epoch fencing and transaction state still apply.
+    ///
+    /// # Errors
+    ///
+    /// As [`Log::append_as_leader`], less [`LogError::OutOfOrderSequence`].
+    pub fn append_as_coordinator(
+        &self,
+        records: Bytes,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo, LogError> {
+        self.append_with_origin(records, leader_epoch, AppendOrigin::Coordinator)
+    }
+
+    fn append_with_origin(
+        &self,
+        records: Bytes,
+        leader_epoch: LeaderEpoch,
+        origin: AppendOrigin,
+    ) -> Result<AppendInfo, LogError> {
         let config = self.config();
         let mut headers: Vec<(usize, BatchHeader)> = Vec::with_capacity(1);
         let mut at = 0usize;
@@ -325,7 +352,9 @@ impl Log {
         for (_, h) in &mut headers {
             if h.has_producer_id() {
                 if let SequenceCheck::Duplicate(orig) =
-                    inner.producers.check_and_stage(&mut pending, h, next)?
+                    inner
+                        .producers
+                        .check_and_stage(&mut pending, h, next, origin)?
                 {
                     return Ok(AppendInfo {
                         first_offset: orig.first_offset,

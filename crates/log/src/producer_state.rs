@@ -131,6 +131,18 @@ pub struct ProducerSummary {
     pub current_txn_start_offset: Option<i64>,
 }
 
+/// Who is appending a batch (Kafka's `AppendOrigin`): a client's batches are
+/// checked for duplicates and sequence order, a coordinator's (transactional
+/// offset commits written by the group coordinator with the producer's id and
+/// epoch) only for epoch fencing, since the coordinator does not number them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer's batch, as sent.
+    Client,
+    /// A batch the broker's own coordinator wrote for a producer.
+    Coordinator,
+}
+
 /// Outcome of checking a client batch against producer state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SequenceCheck {
@@ -193,9 +205,10 @@ impl ProducerStateManager {
             .or_else(|| self.producers.get(&pid))
     }
 
-    /// Checks a client batch (Kafka's leader-append validation) whose first
-    /// offset will be `first_offset`, recording it in `pending` when it is
-    /// to be appended.
+    /// Checks a batch (Kafka's leader-append validation) whose first offset
+    /// will be `first_offset`, recording it in `pending` when it is to be
+    /// appended. A [`AppendOrigin::Coordinator`] batch skips the duplicate
+    /// and sequence checks.
     ///
     /// # Errors
     ///
@@ -206,6 +219,7 @@ impl ProducerStateManager {
         pending: &mut PendingUpdate,
         header: &BatchHeader,
         first_offset: i64,
+        origin: AppendOrigin,
     ) -> Result<SequenceCheck, LogError> {
         let pid = header.producer_id;
         let entry = self
@@ -219,7 +233,9 @@ impl ProducerStateManager {
                 found: ProducerEpoch(header.producer_epoch),
             });
         }
-        if let Some(dup) = entry.find_duplicate(header) {
+        if origin == AppendOrigin::Client
+            && let Some(dup) = entry.find_duplicate(header)
+        {
             return Ok(SequenceCheck::Duplicate(dup));
         }
         let out_of_order = |expected: i32| LogError::OutOfOrderSequence {
@@ -227,7 +243,9 @@ impl ProducerStateManager {
             expected_sequence: expected,
             found_sequence: header.base_sequence,
         };
-        if header.producer_epoch != entry.epoch {
+        if origin == AppendOrigin::Coordinator {
+            // Not numbered by the producer: nothing to check.
+        } else if header.producer_epoch != entry.epoch {
             // A new epoch must start at sequence 0, unless the producer is
             // unknown (its state may have been removed with old segments).
             if header.base_sequence != 0 && entry.epoch != -1 {
@@ -551,7 +569,7 @@ mod tests {
         first: i64,
     ) -> Result<SequenceCheck, LogError> {
         let mut p = PendingUpdate::default();
-        let r = m.check_and_stage(&mut p, h, first)?;
+        let r = m.check_and_stage(&mut p, h, first, AppendOrigin::Client)?;
         m.commit(p);
         Ok(r)
     }
@@ -586,6 +604,29 @@ mod tests {
         );
         // Unknown producer may start anywhere.
         check!(stage(&mut m, &header(2, 4, 17, 1, false), 6).unwrap() == SequenceCheck::Append);
+    }
+
+    #[test]
+    fn coordinator_batches_skip_sequences_but_not_fencing() {
+        let mut m = ProducerStateManager::default();
+        let coordinator = |m: &mut ProducerStateManager, h: &BatchHeader, first: i64| {
+            let mut p = PendingUpdate::default();
+            let r = m.check_and_stage(&mut p, h, first, AppendOrigin::Coordinator);
+            if r.is_ok() {
+                m.commit(p);
+            }
+            r
+        };
+        // The same (unnumbered) sequence twice is two appends, not a retry.
+        check!(coordinator(&mut m, &header(9, 3, 0, 1, true), 0).unwrap() == SequenceCheck::Append);
+        check!(coordinator(&mut m, &header(9, 3, 0, 1, true), 1).unwrap() == SequenceCheck::Append);
+        check!(m.first_unstable_offset() == Some(0));
+        check!(
+            coordinator(&mut m, &header(9, 2, 0, 1, true), 2)
+                .unwrap_err()
+                .kafka_error_code()
+                == 47
+        );
     }
 
     #[test]

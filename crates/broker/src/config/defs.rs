@@ -731,6 +731,95 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         false,
         "The largest metadata string allowed with an offset commit.",
     ),
+    // The transaction coordinator's settings (Kafka's
+    // `TransactionStateManagerConfig` and `TransactionLogConfig`).
+    broker(
+        "transaction.max.timeout.ms",
+        Some("900000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The largest transaction.timeout.ms a transactional producer may ask for.",
+    ),
+    broker(
+        "transactional.id.expiration.ms",
+        Some("604800000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How long a transactional id without an open transaction is kept after its last update.",
+    ),
+    broker(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        Some("10000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How often transactions open past their timeout are aborted.",
+    ),
+    broker(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        Some("3600000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How often expired transactional ids are removed.",
+    ),
+    broker(
+        "transaction.state.log.num.partitions",
+        Some("50"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The number of partitions of __transaction_state (fixed once the topic exists).",
+    ),
+    broker(
+        "transaction.state.log.segment.bytes",
+        Some("104857600"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The segment size of __transaction_state.",
+    ),
+    broker(
+        "transaction.partition.verification.enable",
+        Some("true"),
+        ConfigKind::Boolean,
+        false,
+        "Refuse transactional records for a partition not added to the open transaction.",
+    ),
+    broker(
+        "producer.id.expiration.ms",
+        Some("86400000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How long a partition keeps the state of a producer idle without an open transaction.",
+    ),
+    broker(
+        "producer.id.expiration.check.interval.ms",
+        Some("600000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How often partitions drop the state of expired producer ids.",
+    ),
 ];
 
 /// Looks up a broker setting by name.

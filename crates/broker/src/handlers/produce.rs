@@ -55,6 +55,16 @@ pub async fn handle_produce(
         .as_ref()
         .is_some_and(|t| !t.0.is_empty());
     let valid_acks = matches!(request.acks, -1..=1);
+    // Kafka's request handler: transactional batches need a
+    // transactional.id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the
+    // whole request).
+    let unauthorized_txn = !transactional
+        && crate::coordinator::txn::wire::has_transactional_records(
+            request
+                .topic_data
+                .iter()
+                .flat_map(|t| t.partition_data.iter().map(|p| p.records.as_ref())),
+        );
     let mut topics: Vec<TopicProduceResponse> = Vec::new();
     // One slot per partition in request order: a ready answer, or None for
     // the next finished append.
@@ -82,12 +92,18 @@ pub async fn handle_produce(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, got {}", request.acks),
                 )
+            } else if unauthorized_txn {
+                refuse(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "transactional records need a transactional.id".into(),
+                )
             } else if let Some((code, message)) = transactional
                 .then_some(meta.as_ref())
                 .flatten()
                 .and_then(|m| {
                     crate::coordinator::txn::wire::check_produce(
                         broker,
+                        version,
                         request
                             .transactional_id
                             .as_ref()
@@ -98,7 +114,7 @@ pub async fn handle_produce(
                     )
                 })
             {
-                refuse(code, message)
+                partition_error(data.index, code, Some(message))
             } else if let Some(partition) = meta
                 .as_ref()
                 .and_then(|m| broker.partitions.get(&m.name, data.index))

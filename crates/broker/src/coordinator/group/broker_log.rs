@@ -4,35 +4,34 @@
 //! `__consumer_offsets` is an ordinary topic of this broker: 50 partitions
 //! (`offsets.topic.num.partitions`), `cleanup.policy=compact`, created on
 //! first start. The coordinator's records go in as one v2 record batch per
-//! append through the same `append_as_leader` path a producer uses, and are
-//! read back batch by batch from the log start on load.
+//! append through the partition's log and are read back, with the
+//! transaction markers among them, from the log start on load — both through
+//! the plumbing the transaction coordinator shares
+//! ([`state_topic`](crate::coordinator::state_topic)).
 //!
 //! The log holds a `Weak` reference to the broker, because the broker owns
 //! the coordinator that owns the log.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::BytesMut;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use krabka_log::batch::{BatchScan, decode_records};
+use krabka_ids::{ProducerEpoch, ProducerId};
+use krabka_log::{ControlMarker, LogError};
 
 use super::{
-    CoordinatorNode, GroupConfig, GroupCoordinator, GroupError, GroupLog, GroupLogRecord,
-    OFFSETS_TOPIC, SystemClock,
+    CoordinatorNode, GroupConfig, GroupCoordinator, GroupError, GroupLog, GroupLogEntry,
+    GroupLogRecord, OFFSETS_TOPIC, SystemClock,
 };
 use crate::{
-    broker::Broker, config::BrokerConfig, partition::LEADER_EPOCH, topics::config as topic_config,
+    broker::Broker,
+    config::BrokerConfig,
+    coordinator::state_topic,
+    partition::{LEADER_EPOCH, Partition},
 };
 
-/// How much of a partition one read pulls while loading.
-const LOAD_READ_BYTES: usize = 1 << 20;
 /// `offsets.topic.segment.bytes` (Kafka's default, 100 MiB).
-const OFFSETS_SEGMENT_BYTES: &str = "104857600";
+const OFFSETS_SEGMENT_BYTES: i64 = 104_857_600;
 /// How often coordinator timers are checked.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -50,7 +49,7 @@ impl PartitionGroupLog {
         }
     }
 
-    fn partition(&self, partition: i32) -> Result<Arc<crate::partition::Partition>, GroupError> {
+    fn partition(&self, partition: i32) -> Result<Arc<Partition>, GroupError> {
         let broker = self
             .broker
             .upgrade()
@@ -59,6 +58,46 @@ impl PartitionGroupLog {
             .partitions
             .get(OFFSETS_TOPIC, partition)
             .ok_or(GroupError::NotCoordinator { partition })
+    }
+
+    /// Runs a blocking write on the partition's log, then wakes fetches.
+    async fn write(
+        &self,
+        partition: i32,
+        write: impl FnOnce(&krabka_log::Log) -> Result<i64, LogError> + Send + 'static,
+    ) -> Result<i64, GroupError> {
+        let target = self.partition(partition)?;
+        let log = Arc::clone(&target.log);
+        let offset = tokio::task::spawn_blocking(move || write(&log))
+            .await
+            .map_err(|e| GroupError::Log {
+                partition,
+                reason: e.to_string(),
+            })?
+            .map_err(|e| log_error(partition, &e))?;
+        if let Some(broker) = self.broker.upgrade() {
+            broker.partitions.notify_append();
+        }
+        Ok(offset)
+    }
+}
+
+/// A log refusal as the coordinator reports it: a producer's fenced epoch
+/// or wrong transaction state keeps Kafka's code, anything else makes the
+/// coordinator unavailable.
+fn log_error(partition: i32, e: &LogError) -> GroupError {
+    match e {
+        LogError::InvalidProducerEpoch { .. } | LogError::InvalidTxnState { .. } => {
+            GroupError::Refused {
+                partition,
+                code: e.kafka_error_code(),
+                reason: e.to_string(),
+            }
+        }
+        other => GroupError::Log {
+            partition,
+            reason: other.to_string(),
+        },
     }
 }
 
@@ -69,76 +108,50 @@ impl PartitionGroupLog {
 ///
 /// [`GroupError::Log`] when the topic cannot be recorded or its logs opened.
 pub fn ensure_offsets_topic(broker: &Broker, partitions: i32) -> Result<(), GroupError> {
-    if broker.registry.get(OFFSETS_TOPIC).is_some() {
-        return Ok(());
-    }
-    let configs: BTreeMap<String, String> = [
-        ("cleanup.policy", "compact"),
-        ("segment.bytes", OFFSETS_SEGMENT_BYTES),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let fail = |reason: String| GroupError::Log {
-        partition: -1,
-        reason,
-    };
-    let meta = broker
-        .registry
-        .create(OFFSETS_TOPIC, partitions, configs)
-        .map_err(|e| fail(format!("creating {OFFSETS_TOPIC}: {e:?}")))?;
-    let (log_config, extras) =
-        topic_config::log_config(&broker.config, &broker.registry, &meta.configs);
-    broker
-        .partitions
-        .open_partitions(OFFSETS_TOPIC, meta.id, 0..partitions, &log_config, extras)
-        .map_err(|e| fail(format!("opening {OFFSETS_TOPIC}: {e}")))?;
-    tracing::info!(partitions, "created {OFFSETS_TOPIC}");
-    Ok(())
+    state_topic::ensure_topic(broker, OFFSETS_TOPIC, partitions, OFFSETS_SEGMENT_BYTES).map_err(
+        |reason| GroupError::Log {
+            partition: -1,
+            reason,
+        },
+    )
 }
 
 #[async_trait]
 impl GroupLog for PartitionGroupLog {
-    async fn append(&self, partition: i32, records: Vec<GroupLogRecord>) -> Result<(), GroupError> {
+    async fn append(
+        &self,
+        partition: i32,
+        records: Vec<GroupLogRecord>,
+        producer: Option<(ProducerId, ProducerEpoch)>,
+    ) -> Result<i64, GroupError> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(-1);
         }
-        let target = self.partition(partition)?;
-        let records: Vec<Record> = records
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: LEADER_EPOCH.0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: -1,
-                timestamp: r.timestamp_ms,
-                key: Some(r.key),
-                value: r.value,
-                headers: Default::default(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            records.iter(),
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .map_err(|e| GroupError::Log {
-            partition,
-            reason: format!("encoding batch: {e}"),
-        })?;
+        self.write(partition, move |log| {
+            state_topic::append(log, &records, producer)
+        })
+        .await
+    }
+
+    async fn append_marker(
+        &self,
+        partition: i32,
+        marker: ControlMarker,
+    ) -> Result<i64, GroupError> {
+        self.write(partition, move |log| {
+            Ok(log
+                .append_control_marker(marker, LEADER_EPOCH)?
+                .first_offset)
+        })
+        .await
+    }
+
+    async fn read_all(&self, partition: i32) -> Result<Vec<GroupLogEntry>, GroupError> {
+        let Ok(target) = self.partition(partition) else {
+            return Ok(Vec::new());
+        };
         let log = Arc::clone(&target.log);
-        let bytes = buf.freeze();
-        tokio::task::spawn_blocking(move || log.append_as_leader(bytes, LEADER_EPOCH))
+        tokio::task::spawn_blocking(move || state_topic::read_all(&log))
             .await
             .map_err(|e| GroupError::Log {
                 partition,
@@ -147,65 +160,7 @@ impl GroupLog for PartitionGroupLog {
             .map_err(|e| GroupError::Log {
                 partition,
                 reason: e.to_string(),
-            })?;
-        if let Some(broker) = self.broker.upgrade() {
-            broker.partitions.notify_append();
-        }
-        Ok(())
-    }
-
-    async fn read_all(&self, partition: i32) -> Result<Vec<GroupLogRecord>, GroupError> {
-        let Ok(target) = self.partition(partition) else {
-            return Ok(Vec::new());
-        };
-        let log = Arc::clone(&target.log);
-        let fail = move |reason: String| GroupError::Log { partition, reason };
-        tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            let mut next = log.log_start_offset();
-            let end = log.log_end_offset();
-            while next < end {
-                let read = log
-                    .read(next, LOAD_READ_BYTES, end, true)
-                    .map_err(|e| fail(e.to_string()))?;
-                if read.records.is_empty() {
-                    break;
-                }
-                let before = next;
-                for (at, header) in BatchScan::new(&read.records, false) {
-                    next = next.max(header.next_offset());
-                    if header.is_control() {
-                        continue;
-                    }
-                    let Some(batch) = read.records.get(at..) else {
-                        break;
-                    };
-                    match decode_records(batch) {
-                        Ok(records) => {
-                            out.extend(records.into_iter().filter(|r| !r.control).filter_map(|r| {
-                                Some(GroupLogRecord {
-                                    key: r.key?,
-                                    value: r.value,
-                                    timestamp_ms: r.timestamp,
-                                })
-                            }))
-                        }
-                        Err(e) => {
-                            tracing::warn!(partition, error = %e, "skipping undecodable batch");
-                        }
-                    }
-                }
-                if next <= before {
-                    break;
-                }
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(|e| GroupError::Log {
-            partition,
-            reason: e.to_string(),
-        })?
+            })
     }
 }
 

@@ -24,11 +24,12 @@ use tokio::sync::oneshot;
 
 use super::config::GroupConfig;
 use super::error::GroupError;
-use super::log::{GroupLog, GroupLogRecord};
+use super::log::{GroupLog, GroupLogEntry, GroupLogRecord};
 use super::partitioner::partition_for;
 use super::records::{GroupMetadataKey, OffsetCommitValue, RecordKey};
 use super::state::{CommittedOffset, Group, SyncOutcome};
-use krabka_log::Clock;
+use krabka_ids::{ProducerEpoch, ProducerId};
+use krabka_log::{Clock, ControlMarker};
 
 /// Where clients should send coordinator requests: this broker's advertised
 /// listener.
@@ -75,16 +76,32 @@ pub(crate) struct CoordinatorState {
     pub next_expiry_check_ms: i64,
 }
 
+/// An offset to make visible (or, in a transaction, pending) once the
+/// record that writes it is durable.
+#[derive(Debug)]
+pub(crate) struct OffsetToApply {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: CommittedOffset,
+    /// Index of its record in [`Effects::records`] (its log offset is the
+    /// batch's first offset plus this).
+    pub record: usize,
+}
+
 /// Side effects of a state change, carried out after the state mutex is
 /// released.
 #[derive(Debug, Default)]
 pub(crate) struct Effects {
     /// Records to append to the group's partition.
     pub records: Vec<GroupLogRecord>,
+    /// Write `records` as a transactional batch of this producer (a
+    /// TxnOffsetCommit); its offsets then become pending, not visible.
+    pub producer: Option<(ProducerId, ProducerEpoch)>,
     /// SyncGroup answers to release once `records` are durable.
     pub deferred_syncs: Vec<(oneshot::Sender<SyncOutcome>, SyncOutcome)>,
     /// Offsets to make visible once `records` are durable.
-    pub apply_offsets: Vec<(String, String, i32, CommittedOffset)>,
+    pub apply_offsets: Vec<OffsetToApply>,
     /// When the write carried a generation's assignment: the group and
     /// generation to reset if it fails.
     pub assignment_of: Option<(String, i32)>,
@@ -147,8 +164,8 @@ impl GroupCoordinator {
             next_expiry_check_ms: now + config.offsets_retention_check_interval_ms,
         };
         for partition in 0..partitions {
-            for record in log.read_all(partition).await? {
-                replay(&mut state.groups, &record, now);
+            for entry in log.read_all(partition).await? {
+                replay(&mut state.groups, partition, partitions, &entry, now);
             }
         }
         Ok(Arc::new(Self {
@@ -221,23 +238,44 @@ impl GroupCoordinator {
     async fn persist(&self, partition: i32, effects: Effects) -> i16 {
         let Effects {
             records,
+            producer,
             deferred_syncs,
             apply_offsets,
             assignment_of,
         } = effects;
         let outcome = if records.is_empty() {
-            Ok(())
+            Ok(-1)
         } else {
-            self.log.append(partition, records).await
+            self.log.append(partition, records, producer).await
         };
         match outcome {
-            Ok(()) => {
+            Ok(first) => {
                 if !apply_offsets.is_empty() {
                     let mut state = self.lock();
-                    for (group, topic, p, offset) in apply_offsets {
+                    for apply in apply_offsets {
+                        let OffsetToApply {
+                            group,
+                            topic,
+                            partition: p,
+                            mut offset,
+                            record,
+                        } = apply;
+                        offset.record_offset =
+                            first.saturating_add(i64::try_from(record).unwrap_or(0));
                         // A group deleted meanwhile takes its offsets with it.
-                        if let Some(g) = state.groups.get_mut(&group) {
-                            g.offsets.insert((topic, p), offset);
+                        let Some(g) = state.groups.get_mut(&group) else {
+                            continue;
+                        };
+                        match producer {
+                            Some((pid, _)) => {
+                                g.pending_txn_offsets
+                                    .entry(pid.0)
+                                    .or_default()
+                                    .insert((topic, p), offset);
+                            }
+                            None => {
+                                g.offsets.insert((topic, p), offset);
+                            }
                         }
                     }
                 }
@@ -270,6 +308,39 @@ impl GroupCoordinator {
                 code
             }
         }
+    }
+
+    /// Writes a transaction marker to `partition` (the transaction
+    /// coordinator's call for a transaction that sent offsets here) and ends
+    /// the producer's pending offsets of that partition's groups: visible on
+    /// COMMIT, dropped on ABORT. The partition's writer is held throughout,
+    /// so the marker's place in the log and the state change agree.
+    ///
+    /// # Errors
+    ///
+    /// The log's [`GroupError`] when the marker cannot be written (nothing
+    /// changes then; the transaction coordinator retries).
+    pub async fn write_txn_marker(
+        &self,
+        partition: i32,
+        marker: ControlMarker,
+    ) -> Result<(), GroupError> {
+        let writer = usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.writers.get(p))
+            .ok_or(GroupError::NotCoordinator { partition })?;
+        let _guard = writer.lock().await;
+        self.log.append_marker(partition, marker).await?;
+        let partitions = self.config.offsets_topic_num_partitions;
+        let mut state = self.lock();
+        complete_txn(
+            &mut state.groups,
+            partition,
+            partitions,
+            marker.producer_id.0,
+            marker.commit,
+        );
+        Ok(())
     }
 
     /// Runs every timer that is due: session expiry, pending member expiry,
@@ -332,12 +403,52 @@ impl GroupCoordinator {
 pub(crate) fn write_error_code(err: &GroupError) -> i16 {
     match err {
         GroupError::NotCoordinator { .. } => ResponseError::NotCoordinator.code(),
+        GroupError::Refused { code, .. } => *code,
         _ => ResponseError::CoordinatorNotAvailable.code(),
     }
 }
 
-/// Applies one replayed record to the groups being loaded.
-fn replay(groups: &mut HashMap<String, Group>, record: &GroupLogRecord, now: i64) {
+/// Ends producer `producer_id`'s transaction for every group whose offsets
+/// live in `partition` (of `partitions`).
+fn complete_txn(
+    groups: &mut HashMap<String, Group>,
+    partition: i32,
+    partitions: i32,
+    producer_id: i64,
+    commit: bool,
+) {
+    for group in groups.values_mut() {
+        if group.pending_txn_offsets.contains_key(&producer_id)
+            && partition_for(&group.id, partitions) == partition
+        {
+            group.complete_txn(producer_id, commit);
+        }
+    }
+}
+
+/// Applies one replayed entry of `partition` to the groups being loaded.
+fn replay(
+    groups: &mut HashMap<String, Group>,
+    partition: i32,
+    partitions: i32,
+    entry: &GroupLogEntry,
+    now: i64,
+) {
+    let (offset, record, producer) = match entry {
+        GroupLogEntry::Marker {
+            producer_id,
+            commit,
+            ..
+        } => {
+            complete_txn(groups, partition, partitions, producer_id.0, *commit);
+            return;
+        }
+        GroupLogEntry::Record {
+            offset,
+            record,
+            producer_id,
+        } => (*offset, record, *producer_id),
+    };
     let key = match RecordKey::decode(&record.key) {
         Ok(k) => k,
         Err(err) => {
@@ -345,6 +456,28 @@ fn replay(groups: &mut HashMap<String, Group>, record: &GroupLogRecord, now: i64
             return;
         }
     };
+    if let Some(producer) = producer {
+        // A transactional offset commit: pending until the producer's marker.
+        match (key, &record.value) {
+            (RecordKey::Offset(k), Some(value)) => match OffsetCommitValue::decode(value) {
+                Ok(v) => {
+                    groups
+                        .entry(k.group.clone())
+                        .or_insert_with(|| Group::new(&k.group, now))
+                        .pending_txn_offsets
+                        .entry(producer.0)
+                        .or_default()
+                        .insert(
+                            (k.topic, k.partition),
+                            CommittedOffset::from_value(v, offset),
+                        );
+                }
+                Err(err) => tracing::warn!(group = %k.group, %err, "skipping bad offset value"),
+            },
+            _ => tracing::warn!("skipping a transactional record that is not an offset commit"),
+        }
+        return;
+    }
     match key {
         RecordKey::Offset(k) => match &record.value {
             Some(value) => match OffsetCommitValue::decode(value) {
@@ -353,7 +486,10 @@ fn replay(groups: &mut HashMap<String, Group>, record: &GroupLogRecord, now: i64
                         .entry(k.group.clone())
                         .or_insert_with(|| Group::new(&k.group, now))
                         .offsets
-                        .insert((k.topic, k.partition), CommittedOffset::from_value(v));
+                        .insert(
+                            (k.topic, k.partition),
+                            CommittedOffset::from_value(v, offset),
+                        );
                 }
                 Err(err) => tracing::warn!(group = %k.group, %err, "skipping bad offset value"),
             },
@@ -366,12 +502,13 @@ fn replay(groups: &mut HashMap<String, Group>, record: &GroupLogRecord, now: i64
         RecordKey::Group(k) => match &record.value {
             Some(value) => match super::records::GroupMetadataValue::decode(value) {
                 Ok(v) => {
-                    let offsets = groups
+                    let (offsets, pending) = groups
                         .remove(&k.group)
-                        .map(|g| g.offsets)
+                        .map(|g| (g.offsets, g.pending_txn_offsets))
                         .unwrap_or_default();
                     let mut group = Group::from_record(&k.group, v, now);
                     group.offsets = offsets;
+                    group.pending_txn_offsets = pending;
                     groups.insert(k.group, group);
                 }
                 Err(err) => tracing::warn!(group = %k.group, %err, "skipping bad group value"),

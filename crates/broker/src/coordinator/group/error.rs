@@ -27,6 +27,17 @@ pub enum GroupError {
         /// What the log reported.
         reason: String,
     },
+    /// The log refused a producer's write (a fenced epoch, a transaction in
+    /// the wrong state); clients see `code`, Kafka's error for it.
+    #[error("__consumer_offsets partition {partition}: {reason}")]
+    Refused {
+        /// The `__consumer_offsets` partition.
+        partition: i32,
+        /// The Kafka error code the log answered.
+        code: i16,
+        /// What the log reported.
+        reason: String,
+    },
     /// The persistence layer refused because this broker does not lead the
     /// partition (clients are told `NOT_COORDINATOR`).
     #[error("__consumer_offsets partition {partition} is not led by this broker")]

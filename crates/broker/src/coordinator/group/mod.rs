@@ -21,11 +21,13 @@
 //!
 //! Implemented: FindCoordinator, the classic protocol (JoinGroup, SyncGroup,
 //! Heartbeat, LeaveGroup), OffsetCommit, OffsetFetch, OffsetDelete,
-//! ListGroups, DescribeGroups, DeleteGroups, and the KIP-848 consumer
+//! ListGroups, DescribeGroups, DeleteGroups, the KIP-848 consumer
 //! protocol (ConsumerGroupHeartbeat / ConsumerGroupDescribe with the
-//! `uniform` and `range` server assignors, [`consumer`]). Not implemented:
-//! transactional offset commits, regex subscriptions, and persisting
-//! KIP-848 membership (members rejoin after a restart; offsets persist).
+//! `uniform` and `range` server assignors, [`consumer`]), and transactional
+//! offset commits (TxnOffsetCommit, routed here by the transaction
+//! coordinator, made visible by its markers). Not implemented: regex
+//! subscriptions, and persisting KIP-848 membership (members rejoin after a
+//! restart; offsets persist).
 
 mod admin;
 pub mod assignor;
@@ -55,7 +57,7 @@ pub use consumer::TopicLookup;
 pub use coordinator::{CoordinatorNode, GroupCoordinator, RequestContext};
 pub use error::GroupError;
 pub use krabka_log::{Clock, ManualClock, SystemClock};
-pub use log::{GroupLog, GroupLogRecord, InMemoryGroupLog};
+pub use log::{GroupLog, GroupLogEntry, GroupLogRecord, InMemoryGroupLog};
 pub use state::GroupState;
 
 /// The internal topic the coordinator persists to.

@@ -1,4 +1,5 @@
-//! Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and expiry.
+//! Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch,
+//! OffsetDelete and expiry.
 //!
 //! A commit is validated against the group the way Kafka's classic group
 //! validates it (a *simple* consumer commits with generation -1 and no member
@@ -6,6 +7,11 @@
 //! `__consumer_offsets`, and only made visible to OffsetFetch once durable.
 //! Partitions are judged one by one: an oversized metadata string fails its
 //! own partition with `OFFSET_METADATA_TOO_LARGE` and the others commit.
+//!
+//! A transactional commit (KIP-98) is written as a transactional batch under
+//! the producer's id and epoch and stays pending per producer until the
+//! transaction's marker reaches the partition; meanwhile OffsetFetch with
+//! `require_stable` (KIP-447) answers `UNSTABLE_OFFSET_COMMIT` for it.
 //!
 //! Expiry follows `offsets.retention.minutes`: the offsets of an `Empty`
 //! group expire a retention period after it became empty; those of a simple
@@ -28,9 +34,14 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
     OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::protocol::StrBytes;
+use krabka_ids::{ProducerEpoch, ProducerId};
 
-use super::coordinator::{CoordinatorState, GroupCoordinator, RequestContext};
+use super::coordinator::{CoordinatorState, GroupCoordinator, OffsetToApply, RequestContext};
 use super::log::GroupLogRecord;
 use super::records::{GroupMetadataKey, OffsetCommitKey};
 use super::state::{CommittedOffset, Group, GroupState};
@@ -42,7 +53,11 @@ fn sb(s: &str) -> StrBytes {
 }
 
 /// Kafka's `ClassicGroup.validateOffsetCommit` (and the group lookup
-/// around it); creates a simple group for a generation -1 commit.
+/// around it); creates a simple group for a generation -1 commit. A
+/// transactional commit (TxnOffsetCommit) that names no member, generation
+/// or instance is not validated against the membership (those fields only
+/// exist from v3), and is not refused during a rebalance.
+#[allow(clippy::too_many_arguments)]
 fn validate_commit(
     state: &mut CoordinatorState,
     now: i64,
@@ -51,6 +66,7 @@ fn validate_commit(
     member_id: &str,
     instance: Option<&str>,
     version: i16,
+    transactional: bool,
 ) -> i16 {
     if group_id.is_empty() {
         return ResponseError::InvalidGroupId.code();
@@ -66,6 +82,9 @@ fn validate_commit(
     };
     if group.state == GroupState::Dead {
         return ResponseError::CoordinatorNotAvailable.code();
+    }
+    if transactional && generation == -1 && member_id.is_empty() && instance.is_none() {
+        return NONE;
     }
     if group.is_consumer_group() {
         return super::consumer::validate_consumer_commit(group, member_id, generation, now);
@@ -93,7 +112,7 @@ fn validate_commit(
         // No member id, but the group has members: not a simple consumer.
         return ResponseError::UnknownMemberId.code();
     }
-    if group.state == GroupState::CompletingRebalance {
+    if !transactional && group.state == GroupState::CompletingRebalance {
         return ResponseError::RebalanceInProgress.code();
     }
     if let Some(m) = group.members.get_mut(member_id) {
@@ -122,6 +141,7 @@ impl GroupCoordinator {
                     req.member_id.as_str(),
                     req.group_instance_id.as_ref().map(|s| s.as_str()),
                     version,
+                    false,
                 );
                 let expire_timestamp = if version <= 4 && req.retention_time_ms >= 0 {
                     now.saturating_add(req.retention_time_ms)
@@ -155,23 +175,16 @@ impl GroupCoordinator {
                                         metadata,
                                         commit_timestamp: now,
                                         expire_timestamp,
+                                        record_offset: -1,
                                     };
-                                    let key = OffsetCommitKey {
-                                        group: group_id.clone(),
-                                        topic: topic.name.0.as_str().to_owned(),
-                                        partition: p.partition_index,
-                                    };
-                                    effects.records.push(GroupLogRecord {
-                                        key: key.encode(),
-                                        value: Some(offset.to_value().encode()),
-                                        timestamp_ms: now,
-                                    });
-                                    effects.apply_offsets.push((
-                                        key.group,
-                                        key.topic,
-                                        key.partition,
+                                    queue_offset(
+                                        effects,
+                                        &group_id,
+                                        topic.name.0.as_str(),
+                                        p.partition_index,
                                         offset,
-                                    ));
+                                        now,
+                                    );
                                     NONE
                                 };
                                 OffsetCommitResponsePartition::default()
@@ -198,6 +211,103 @@ impl GroupCoordinator {
         OffsetCommitResponse::default().with_topics(topics)
     }
 
+    /// Handles TxnOffsetCommit (v0–4) for producer (`producer_id`,
+    /// `producer_epoch`), whose transaction the caller has checked holds the
+    /// group's partition: the offsets are validated as an OffsetCommit's
+    /// (without the rebalance check), written as a transactional batch
+    /// under the producer's id and epoch, and kept pending — invisible to
+    /// OffsetFetch until the transaction's COMMIT marker reaches the
+    /// partition ([`GroupCoordinator::write_txn_marker`]).
+    pub async fn txn_offset_commit(
+        &self,
+        ctx: &RequestContext,
+        req: TxnOffsetCommitRequest,
+    ) -> TxnOffsetCommitResponse {
+        let group_id = req.group_id.0.as_str().to_owned();
+        let producer = (
+            ProducerId(req.producer_id.0),
+            ProducerEpoch(req.producer_epoch),
+        );
+        let max_metadata = self.config.offset_metadata_max_bytes;
+        let version = ctx.api_version;
+        let (mut topics, write_error) = self
+            .mutate(&group_id, |state, now, effects| {
+                effects.producer = Some(producer);
+                let group_error = validate_commit(
+                    state,
+                    now,
+                    &group_id,
+                    req.generation_id,
+                    req.member_id.as_str(),
+                    req.group_instance_id.as_ref().map(|s| s.as_str()),
+                    // Kafka answers a missing group with ILLEGAL_GENERATION
+                    // here, as OffsetCommit did before v9.
+                    8,
+                    true,
+                );
+                req.topics
+                    .iter()
+                    .map(|topic| {
+                        let partitions = topic
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                let metadata = p
+                                    .committed_metadata
+                                    .as_ref()
+                                    .map(|m| m.as_str().to_owned())
+                                    .unwrap_or_default();
+                                let error = if group_error != NONE {
+                                    group_error
+                                } else if metadata.len() > max_metadata {
+                                    ResponseError::OffsetMetadataTooLarge.code()
+                                } else {
+                                    let offset = CommittedOffset {
+                                        offset: p.committed_offset,
+                                        leader_epoch: if version >= 2 {
+                                            p.committed_leader_epoch
+                                        } else {
+                                            -1
+                                        },
+                                        metadata,
+                                        commit_timestamp: now,
+                                        expire_timestamp: -1,
+                                        record_offset: -1,
+                                    };
+                                    queue_offset(
+                                        effects,
+                                        &group_id,
+                                        topic.name.0.as_str(),
+                                        p.partition_index,
+                                        offset,
+                                        now,
+                                    );
+                                    NONE
+                                };
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(error)
+                            })
+                            .collect();
+                        TxnOffsetCommitResponseTopic::default()
+                            .with_name(topic.name.clone())
+                            .with_partitions(partitions)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await;
+        if write_error != NONE {
+            for topic in &mut topics {
+                for p in &mut topic.partitions {
+                    if p.error_code == NONE {
+                        p.error_code = write_error;
+                    }
+                }
+            }
+        }
+        TxnOffsetCommitResponse::default().with_topics(topics)
+    }
+
     /// Handles OffsetFetch (v1–9, one group before v8, many from v8).
     pub async fn offset_fetch(
         &self,
@@ -217,7 +327,8 @@ impl GroupCoordinator {
                             .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes.clone()))
                             .collect::<Vec<_>>()
                     });
-                    let rows = fetch_rows(&state, g.group_id.0.as_str(), requested);
+                    let rows =
+                        fetch_rows(&state, g.group_id.0.as_str(), requested, req.require_stable);
                     OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id.clone())
                         .with_topics(
@@ -228,9 +339,10 @@ impl GroupCoordinator {
                                         .with_partitions(
                                             partitions
                                                 .into_iter()
-                                                .map(|(p, o)| {
+                                                .map(|(p, o, error)| {
                                                     OffsetFetchResponsePartitions::default()
                                                         .with_partition_index(p)
+                                                        .with_error_code(error)
                                                         .with_committed_offset(
                                                             o.as_ref().map_or(-1, |o| o.offset),
                                                         )
@@ -257,7 +369,12 @@ impl GroupCoordinator {
                 .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes.clone()))
                 .collect::<Vec<_>>()
         });
-        let rows = fetch_rows(&state, req.group_id.0.as_str(), requested);
+        let rows = fetch_rows(
+            &state,
+            req.group_id.0.as_str(),
+            requested,
+            version >= 7 && req.require_stable,
+        );
         let topics = rows
             .into_iter()
             .map(|(topic, partitions)| {
@@ -266,9 +383,10 @@ impl GroupCoordinator {
                     .with_partitions(
                         partitions
                             .into_iter()
-                            .map(|(p, o)| {
+                            .map(|(p, o, error)| {
                                 OffsetFetchResponsePartition::default()
                                     .with_partition_index(p)
+                                    .with_error_code(error)
                                     .with_committed_offset(o.as_ref().map_or(-1, |o| o.offset))
                                     .with_committed_leader_epoch(if version >= 5 {
                                         o.as_ref().map_or(-1, |o| o.leader_epoch)
@@ -380,6 +498,7 @@ impl GroupCoordinator {
                 }
                 if group.state == GroupState::Empty
                     && group.offsets.is_empty()
+                    && group.pending_txn_offsets.is_empty()
                     && !group.has_members()
                 {
                     tracing::info!(group = %id, "deleting empty group without offsets");
@@ -393,8 +512,15 @@ impl GroupCoordinator {
     }
 }
 
-/// Every (topic, partition) of `group` whose offset has expired at `now`.
+/// Every (topic, partition) of `group` whose offset has expired at `now`
+/// (never one an open transaction is about to commit).
 fn expired_offsets(group: &Group, now: i64, retention: i64) -> Vec<(String, i32)> {
+    let mut expired = candidate_offsets(group, now, retention);
+    expired.retain(|(topic, p)| !group.has_pending_txn_offset(topic, *p));
+    expired
+}
+
+fn candidate_offsets(group: &Group, now: i64, retention: i64) -> Vec<(String, i32)> {
     let is_expired = |o: &CommittedOffset, base: i64| {
         if o.expire_timestamp >= 0 {
             now >= o.expire_timestamp
@@ -437,6 +563,34 @@ fn expired_offsets(group: &Group, now: i64, retention: i64) -> Vec<(String, i32)
     }
 }
 
+/// Queues the record committing `offset` and its application once durable.
+fn queue_offset(
+    effects: &mut super::coordinator::Effects,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: CommittedOffset,
+    now: i64,
+) {
+    let key = OffsetCommitKey {
+        group: group.to_owned(),
+        topic: topic.to_owned(),
+        partition,
+    };
+    effects.apply_offsets.push(OffsetToApply {
+        group: key.group.clone(),
+        topic: key.topic.clone(),
+        partition,
+        record: effects.records.len(),
+        offset: offset.clone(),
+    });
+    effects.records.push(GroupLogRecord {
+        key: key.encode(),
+        value: Some(offset.to_value().encode()),
+        timestamp_ms: now,
+    });
+}
+
 pub(crate) fn offset_tombstone(
     group: &str,
     topic: &str,
@@ -466,18 +620,29 @@ pub(crate) fn group_tombstone(group: &str, now: i64) -> GroupLogRecord {
     }
 }
 
-type FetchRows = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+/// Per topic: (partition, committed offset, partition error code).
+type FetchRows = Vec<(String, Vec<(i32, Option<CommittedOffset>, i16)>)>;
 
 /// The offsets asked for (`None` = every committed offset of the group).
+/// With `require_stable` (KIP-447), a partition an open transaction has
+/// written an offset for is answered UNSTABLE_OFFSET_COMMIT, no offset.
 fn fetch_rows(
     state: &CoordinatorState,
     group_id: &str,
     requested: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> FetchRows {
     let group = state
         .groups
         .get(group_id)
         .filter(|g| g.state != GroupState::Dead);
+    let row = |topic: &str, p: i32, o: Option<&CommittedOffset>| {
+        if require_stable && group.is_some_and(|g| g.has_pending_txn_offset(topic, p)) {
+            (p, None, ResponseError::UnstableOffsetCommit.code())
+        } else {
+            (p, o.cloned(), NONE)
+        }
+    };
     match requested {
         Some(topics) => topics
             .into_iter()
@@ -485,10 +650,8 @@ fn fetch_rows(
                 let rows = partitions
                     .into_iter()
                     .map(|p| {
-                        let o = group
-                            .and_then(|g| g.offsets.get(&(topic.clone(), p)))
-                            .cloned();
-                        (p, o)
+                        let o = group.and_then(|g| g.offsets.get(&(topic.clone(), p)));
+                        row(&topic, p, o)
                     })
                     .collect();
                 (topic, rows)
@@ -498,9 +661,10 @@ fn fetch_rows(
             let mut out: FetchRows = Vec::new();
             if let Some(g) = group {
                 for ((topic, p), o) in &g.offsets {
+                    let r = row(topic, *p, Some(o));
                     match out.last_mut() {
-                        Some((t, rows)) if t == topic => rows.push((*p, Some(o.clone()))),
-                        _ => out.push((topic.clone(), vec![(*p, Some(o.clone()))])),
+                        Some((t, rows)) if t == topic => rows.push(r),
+                        _ => out.push((topic.clone(), vec![r])),
                     }
                 }
             }

@@ -21,6 +21,15 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::error::GroupError;
+use crate::coordinator::record_codec::{
+    Malformed, Reader, put_array_len, put_bytes, put_nullable_string, put_string, put_uvarint,
+};
+
+impl From<Malformed> for GroupError {
+    fn from(e: Malformed) -> Self {
+        GroupError::Malformed(e.0)
+    }
+}
 
 /// Key schema id of the legacy offset-commit key (still readable).
 pub const OFFSET_COMMIT_KEY_V0: i16 = 0;
@@ -355,187 +364,6 @@ impl GroupMetadataValue {
             current_state_timestamp,
             members,
         })
-    }
-}
-
-fn put_uvarint(w: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        w.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    w.put_u8(v as u8);
-}
-
-fn put_string(w: &mut BytesMut, s: &str, flexible: bool) {
-    put_nullable_string(w, Some(s), flexible);
-}
-
-fn put_nullable_string(w: &mut BytesMut, s: Option<&str>, flexible: bool) {
-    match (s, flexible) {
-        (None, true) => put_uvarint(w, 0),
-        (None, false) => w.put_i16(-1),
-        (Some(s), true) => {
-            put_uvarint(w, s.len() as u64 + 1);
-            w.put_slice(s.as_bytes());
-        }
-        (Some(s), false) => {
-            // Kafka strings are at most i16::MAX bytes; group and topic names
-            // are validated far below that before they get here.
-            let len = s.len().min(i16::MAX as usize);
-            w.put_i16(len as i16);
-            w.put_slice(s.as_bytes().get(..len).unwrap_or_default());
-        }
-    }
-}
-
-fn put_bytes(w: &mut BytesMut, b: &[u8], flexible: bool) {
-    if flexible {
-        put_uvarint(w, b.len() as u64 + 1);
-    } else {
-        w.put_i32(b.len() as i32);
-    }
-    w.put_slice(b);
-}
-
-fn put_array_len(w: &mut BytesMut, len: usize, flexible: bool) {
-    if flexible {
-        put_uvarint(w, len as u64 + 1);
-    } else {
-        w.put_i32(len as i32);
-    }
-}
-
-/// A bounds-checked cursor over a record's bytes.
-struct Reader<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Self { buf }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], GroupError> {
-        if self.buf.len() < n {
-            return Err(GroupError::Malformed(format!(
-                "needed {n} more bytes, {} left",
-                self.buf.len()
-            )));
-        }
-        let (head, tail) = self.buf.split_at(n);
-        self.buf = tail;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], GroupError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    fn i16(&mut self) -> Result<i16, GroupError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-
-    fn i32(&mut self) -> Result<i32, GroupError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-
-    fn i64(&mut self) -> Result<i64, GroupError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    fn uvarint(&mut self) -> Result<u64, GroupError> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let [byte] = self.array::<1>()?;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(GroupError::Malformed("varint longer than 10 bytes".into()))
-    }
-
-    /// Length of a nullable string/bytes/array; `None` for null.
-    fn length(&mut self, flexible: bool, wide: bool) -> Result<Option<usize>, GroupError> {
-        if flexible {
-            let n = self.uvarint()?;
-            if n == 0 {
-                return Ok(None);
-            }
-            let n = usize::try_from(n - 1)
-                .map_err(|_| GroupError::Malformed("length overflows".into()))?;
-            return Ok(Some(n));
-        }
-        let n = if wide {
-            i64::from(self.i32()?)
-        } else {
-            i64::from(self.i16()?)
-        };
-        if n < 0 {
-            return Ok(None);
-        }
-        Ok(Some(n as usize))
-    }
-
-    fn nullable_string(&mut self, flexible: bool) -> Result<Option<String>, GroupError> {
-        let Some(len) = self.length(flexible, false)? else {
-            return Ok(None);
-        };
-        let raw = self.take(len)?;
-        String::from_utf8(raw.to_vec())
-            .map(Some)
-            .map_err(|_| GroupError::Malformed("string is not UTF-8".into()))
-    }
-
-    fn string(&mut self, flexible: bool) -> Result<String, GroupError> {
-        self.nullable_string(flexible)?
-            .ok_or_else(|| GroupError::Malformed("null in a non-nullable string".into()))
-    }
-
-    fn bytes(&mut self, flexible: bool) -> Result<Bytes, GroupError> {
-        let len = self
-            .length(flexible, true)?
-            .ok_or_else(|| GroupError::Malformed("null in non-nullable bytes".into()))?;
-        Ok(Bytes::copy_from_slice(self.take(len)?))
-    }
-
-    fn array_len(&mut self, flexible: bool) -> Result<usize, GroupError> {
-        let len = self
-            .length(flexible, true)?
-            .ok_or_else(|| GroupError::Malformed("null in a non-nullable array".into()))?;
-        // Every element takes at least one byte: a larger count is garbage,
-        // and refusing it early keeps allocation bounded.
-        if len > self.buf.len() {
-            return Err(GroupError::Malformed(format!(
-                "array of {len} elements in {} bytes",
-                self.buf.len()
-            )));
-        }
-        Ok(len)
-    }
-
-    fn skip_tagged_fields(&mut self) -> Result<(), GroupError> {
-        let count = self.uvarint()?;
-        for _ in 0..count {
-            let _tag = self.uvarint()?;
-            let size = usize::try_from(self.uvarint()?)
-                .map_err(|_| GroupError::Malformed("tagged field size overflows".into()))?;
-            self.take(size)?;
-        }
-        Ok(())
-    }
-
-    fn finish(&self) -> Result<(), GroupError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(GroupError::Malformed(format!(
-                "{} trailing bytes",
-                self.buf.len()
-            )))
-        }
     }
 }
 

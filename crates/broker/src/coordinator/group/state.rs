@@ -54,6 +54,10 @@ pub struct CommittedOffset {
     pub commit_timestamp: i64,
     /// Explicit expiry from an old-version commit, -1 when none.
     pub expire_timestamp: i64,
+    /// The `__consumer_offsets` offset of the record that wrote it (-1 until
+    /// written): when a transaction's offsets are committed, the most recent
+    /// record wins over an older regular commit, as on Kafka.
+    pub record_offset: i64,
 }
 
 impl CommittedOffset {
@@ -68,14 +72,15 @@ impl CommittedOffset {
         }
     }
 
-    /// The offset a `__consumer_offsets` value describes.
-    pub fn from_value(v: OffsetCommitValue) -> Self {
+    /// The offset a `__consumer_offsets` value at `record_offset` describes.
+    pub fn from_value(v: OffsetCommitValue, record_offset: i64) -> Self {
         Self {
             offset: v.offset,
             leader_epoch: v.leader_epoch,
             metadata: v.metadata,
             commit_timestamp: v.commit_timestamp,
             expire_timestamp: v.expire_timestamp,
+            record_offset,
         }
     }
 }
@@ -235,6 +240,10 @@ pub struct Group {
     pub sync_deadline_ms: Option<i64>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Offsets written by open transactions (TxnOffsetCommit), by producer
+    /// id: invisible until that producer's COMMIT marker reaches the group's
+    /// `__consumer_offsets` partition, dropped on ABORT.
+    pub pending_txn_offsets: BTreeMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
     /// The KIP-848 side, when this is a consumer-protocol group.
     pub consumer: Option<super::consumer::ConsumerGroup>,
 }
@@ -257,6 +266,7 @@ impl Group {
             rebalance: None,
             sync_deadline_ms: None,
             offsets: BTreeMap::new(),
+            pending_txn_offsets: BTreeMap::new(),
             consumer: None,
         }
     }
@@ -275,6 +285,35 @@ impl Group {
                 .consumer
                 .as_ref()
                 .is_some_and(|c| !c.members.is_empty())
+    }
+
+    /// Whether an open transaction has written an offset of `topic`-`partition`
+    /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT then).
+    pub fn has_pending_txn_offset(&self, topic: &str, partition: i32) -> bool {
+        self.pending_txn_offsets
+            .values()
+            .any(|offsets| offsets.contains_key(&(topic.to_owned(), partition)))
+    }
+
+    /// Ends producer `producer_id`'s transaction for this group: on commit
+    /// its offsets replace the committed ones unless a regular commit was
+    /// written after them; on abort they are dropped.
+    pub fn complete_txn(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending_txn_offsets.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (key, offset) in pending {
+            let newer = self
+                .offsets
+                .get(&key)
+                .is_none_or(|current| current.record_offset < offset.record_offset);
+            if newer {
+                self.offsets.insert(key, offset);
+            }
+        }
     }
 
     /// Whether this is a KIP-848 consumer-protocol group.

@@ -1755,3 +1755,248 @@ mod consumer_protocol {
         }
     }
 }
+
+fn txn_commit_req(
+    group: &str,
+    producer: (i64, i16),
+    offsets: &[(&str, i32, i64)],
+) -> kafka_protocol::messages::TxnOffsetCommitRequest {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    let mut topics: Vec<TxnOffsetCommitRequestTopic> = Vec::new();
+    for (topic, partition, offset) in offsets {
+        let p = TxnOffsetCommitRequestPartition::default()
+            .with_partition_index(*partition)
+            .with_committed_offset(*offset)
+            .with_committed_metadata(Some(sb("txn")));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == *topic) {
+            Some(t) => t.partitions.push(p),
+            None => topics.push(
+                TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(sb(topic)))
+                    .with_partitions(vec![p]),
+            ),
+        }
+    }
+    kafka_protocol::messages::TxnOffsetCommitRequest::default()
+        .with_transactional_id(kafka_protocol::messages::TransactionalId(sb("tx")))
+        .with_group_id(GroupId(sb(group)))
+        .with_producer_id(kafka_protocol::messages::ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_generation_id(-1)
+        .with_topics(topics)
+}
+
+fn marker(producer: (i64, i16), commit: bool) -> krabka_log::ControlMarker {
+    krabka_log::ControlMarker {
+        producer_id: krabka_ids::ProducerId(producer.0),
+        producer_epoch: krabka_ids::ProducerEpoch(producer.1),
+        commit,
+        coordinator_epoch: 0,
+    }
+}
+
+/// OffsetFetch v7 with `require_stable`: (offset, error) per partition.
+async fn fetch_stable(
+    coord: &GroupCoordinator,
+    group: &str,
+    topic: &str,
+    partitions: &[i32],
+) -> Vec<(i64, i16)> {
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_require_stable(true)
+        .with_topics(Some(vec![
+            OffsetFetchRequestTopic::default()
+                .with_name(TopicName(sb(topic)))
+                .with_partition_indexes(partitions.to_vec()),
+        ]));
+    let resp = coord.offset_fetch(&ctx(7), req).await;
+    resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.committed_offset, p.error_code))
+        .collect()
+}
+
+#[tokio::test]
+async fn transactional_offsets_become_visible_on_the_commit_marker_only() {
+    let h = harness().await;
+    let p = h.coord.partition_for("g");
+    h.coord
+        .offset_commit(&ctx(8), commit_req("g", -1, "", &[("in", 0, 3)]))
+        .await;
+    let resp = h
+        .coord
+        .txn_offset_commit(
+            &ctx(3),
+            txn_commit_req("g", (77, 1), &[("in", 0, 9), ("in", 1, 4)]),
+        )
+        .await;
+    let errors: Vec<i16> = resp
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    assert_eq!(errors, vec![0, 0]);
+    // Written as a transactional batch of producer 77 after the plain commit.
+    let entries = h.log.entries(p);
+    assert!(matches!(
+        entries.as_slice(),
+        [
+            GroupLogEntry::Record { producer_id: None, .. },
+            GroupLogEntry::Record { producer_id: Some(a), .. },
+            GroupLogEntry::Record { producer_id: Some(b), .. },
+        ] if a.0 == 77 && b.0 == 77
+    ));
+    // Pending: invisible to a plain fetch, unstable for require_stable.
+    assert_eq!(fetch(&h.coord, "g", "in", &[0, 1]).await, vec![3, -1]);
+    let unstable = code(ResponseError::UnstableOffsetCommit);
+    assert_eq!(
+        fetch_stable(&h.coord, "g", "in", &[0, 1, 2]).await,
+        vec![(-1, unstable), (-1, unstable), (-1, 0)]
+    );
+    h.coord
+        .write_txn_marker(p, marker((77, 1), true))
+        .await
+        .unwrap();
+    assert_eq!(fetch(&h.coord, "g", "in", &[0, 1]).await, vec![9, 4]);
+    assert_eq!(
+        fetch_stable(&h.coord, "g", "in", &[0, 1]).await,
+        vec![(9, 0), (4, 0)]
+    );
+
+    // An aborted transaction's offsets never show.
+    h.coord
+        .txn_offset_commit(&ctx(3), txn_commit_req("g", (77, 2), &[("in", 0, 50)]))
+        .await;
+    h.coord
+        .write_txn_marker(p, marker((77, 2), false))
+        .await
+        .unwrap();
+    assert_eq!(fetch_stable(&h.coord, "g", "in", &[0]).await, vec![(9, 0)]);
+
+    // The log replays to the same offsets, markers and all.
+    let restarted = h.restart().await;
+    assert_eq!(fetch(&restarted, "g", "in", &[0, 1]).await, vec![9, 4]);
+    assert_eq!(
+        fetch_stable(&restarted, "g", "in", &[0]).await,
+        vec![(9, 0)]
+    );
+}
+
+#[tokio::test]
+async fn pending_transactional_offsets_survive_a_restart_until_their_marker() {
+    let h = harness().await;
+    let p = h.coord.partition_for("g");
+    h.coord
+        .txn_offset_commit(&ctx(3), txn_commit_req("g", (5, 0), &[("in", 0, 42)]))
+        .await;
+    // The broker dies between the offsets and the marker: the offsets are
+    // still pending after the restart, and the commit marker written then
+    // makes them visible.
+    let restarted = h.restart().await;
+    assert_eq!(
+        fetch_stable(&restarted, "g", "in", &[0]).await,
+        vec![(-1, code(ResponseError::UnstableOffsetCommit))]
+    );
+    restarted
+        .write_txn_marker(p, marker((5, 0), true))
+        .await
+        .unwrap();
+    assert_eq!(fetch(&restarted, "g", "in", &[0]).await, vec![42]);
+    let again = h.restart().await;
+    assert_eq!(fetch_stable(&again, "g", "in", &[0]).await, vec![(42, 0)]);
+}
+
+#[tokio::test]
+async fn a_regular_commit_written_after_the_transactional_one_wins() {
+    let h = harness().await;
+    let p = h.coord.partition_for("g");
+    h.coord
+        .txn_offset_commit(&ctx(3), txn_commit_req("g", (8, 0), &[("in", 0, 10)]))
+        .await;
+    h.coord
+        .offset_commit(&ctx(8), commit_req("g", -1, "", &[("in", 0, 20)]))
+        .await;
+    h.coord
+        .write_txn_marker(p, marker((8, 0), true))
+        .await
+        .unwrap();
+    assert_eq!(fetch(&h.coord, "g", "in", &[0]).await, vec![20]);
+    assert_eq!(fetch(&*h.restart().await, "g", "in", &[0]).await, vec![20]);
+}
+
+#[tokio::test]
+async fn transactional_commits_are_validated_like_offset_commits() {
+    let h = harness().await;
+    // A group with members refuses a named member it does not know...
+    let (ids, generation) = stable_group(&h, "g", 1).await;
+    let member = ids[0].clone();
+    let unknown = h
+        .coord
+        .txn_offset_commit(
+            &ctx(3),
+            txn_commit_req("g", (1, 0), &[("in", 0, 1)])
+                .with_member_id(sb("stranger"))
+                .with_generation_id(generation),
+        )
+        .await;
+    assert_eq!(
+        unknown.topics[0].partitions[0].error_code,
+        code(ResponseError::UnknownMemberId)
+    );
+    // ...a stale generation...
+    let stale = h
+        .coord
+        .txn_offset_commit(
+            &ctx(3),
+            txn_commit_req("g", (1, 0), &[("in", 0, 1)])
+                .with_member_id(sb(&member))
+                .with_generation_id(generation + 7),
+        )
+        .await;
+    assert_eq!(
+        stale.topics[0].partitions[0].error_code,
+        code(ResponseError::IllegalGeneration)
+    );
+    // ...but a pre-v3 request naming nobody is not checked against members.
+    let anonymous = h
+        .coord
+        .txn_offset_commit(&ctx(2), txn_commit_req("g", (1, 0), &[("in", 0, 1)]))
+        .await;
+    assert_eq!(anonymous.topics[0].partitions[0].error_code, 0);
+    // An oversized metadata string fails its partition only.
+    let big = "x".repeat(5000);
+    let mut req = txn_commit_req("g", (1, 0), &[("in", 0, 1), ("in", 1, 2)]);
+    req.topics[0].partitions[0].committed_metadata = Some(sb(&big));
+    let resp = h.coord.txn_offset_commit(&ctx(3), req).await;
+    let errors: Vec<i16> = resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(errors, vec![code(ResponseError::OffsetMetadataTooLarge), 0]);
+}
+
+#[tokio::test]
+async fn a_group_with_pending_transactional_offsets_is_not_expired() {
+    let h = harness_with(GroupConfig {
+        offsets_retention_ms: 1_000,
+        offsets_retention_check_interval_ms: 100,
+        ..GroupConfig::default()
+    })
+    .await;
+    h.coord
+        .txn_offset_commit(&ctx(3), txn_commit_req("g", (3, 0), &[("in", 0, 7)]))
+        .await;
+    h.advance(5_000).await;
+    assert!(state_of(&h, "g").is_some(), "the group was deleted");
+    let p = h.coord.partition_for("g");
+    h.coord
+        .write_txn_marker(p, marker((3, 0), true))
+        .await
+        .unwrap();
+    assert_eq!(fetch(&h.coord, "g", "in", &[0]).await, vec![7]);
+}

@@ -1,41 +1,52 @@
-//! The transaction coordinator: the [`TxnManager`] behind a lock, plus the
-//! two seams it needs from the broker — a producer id allocator and a
-//! marker writer — and the request handlers in `kafka-protocol` types.
+//! The transaction coordinator: the [`TxnManager`] behind a lock, its
+//! persistence in `__transaction_state`, the seams it needs from the broker
+//! — a producer id allocator and a marker writer — and the request handlers
+//! in `kafka-protocol` types.
 //!
-//! Every method here blocks (allocating an id may persist a block, writing
-//! markers appends to logs); the wire layer runs them on tokio's blocking
-//! pool. The lock is never held while markers are written, so other
-//! transactional ids proceed meanwhile and calls on the completing one are
-//! answered CONCURRENT_TRANSACTIONS, as on Kafka.
+//! Every state change follows Kafka's order: the new metadata is appended
+//! to the id's `__transaction_state` partition (Kafka's `abs(hashCode) %
+//! partitions`) and only then takes effect and is answered — so
+//! `PrepareCommit` is durable before any marker is written, and
+//! `CompleteCommit` is written after the last one. Changes of the ids of one
+//! partition are serialized by that partition's writer lock, which keeps the
+//! log's order the order the state changed in; the state lock itself is only
+//! held for moments and never while markers are written, so calls on a
+//! completing transaction are answered CONCURRENT_TRANSACTIONS, as on Kafka.
+//! On start the state is rebuilt by replaying every partition; a
+//! transaction found preparing is completed by the first [`tick`].
+//!
+//! Every method here blocks (appends, markers, id allocation); the wire
+//! layer runs them on tokio's blocking pool.
+//!
+//! [`tick`]: TransactionCoordinator::tick
 
 use {
     super::{
+        config::TxnConfig,
         error::TxnError,
-        state::{Completion, EndStep, InitStep, TopicPartition, TxnManager},
+        log::TxnStateLog,
+        records::{TransactionLogValue, decode_key, encode_key},
+        state::{
+            Completion, EndStep, InitStep, TopicPartition, Transition, TxnManager, TxnMetadata,
+        },
     },
+    crate::coordinator::{group::partitioner, state_topic::CoordinatorRecord},
     kafka_protocol::{
         error::ResponseError,
         messages::{
             AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
             AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
             EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
-            ListTransactionsRequest, ListTransactionsResponse, TxnOffsetCommitRequest,
-            TxnOffsetCommitResponse,
+            ListTransactionsRequest, ListTransactionsResponse,
             add_partitions_to_txn_response::{
                 AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult,
                 AddPartitionsToTxnTopicResult,
-            },
-            txn_offset_commit_response::{
-                TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
             },
         },
     },
     krabka_ids::{ProducerEpoch, ProducerId},
     krabka_log::{Clock, ControlMarker},
-    std::{
-        collections::HashMap,
-        sync::{Arc, Mutex, MutexGuard, OnceLock},
-    },
+    std::sync::{Arc, Mutex, MutexGuard},
 };
 
 /// The coordinator epoch stamped on markers. A single node never hands
@@ -79,70 +90,110 @@ pub trait ProducerIdSource: Send + Sync {
     fn allocate(&self) -> Result<ProducerId, TxnError>;
 }
 
-/// Applies the offsets a committed transaction staged with TxnOffsetCommit
-/// (the group coordinator's commit). Blocking.
-pub trait OffsetCommitter: Send + Sync {
-    /// Commits `staged` (in the order they were sent).
-    fn commit_offsets(&self, staged: Vec<TxnOffsetCommitRequest>);
-}
-
 /// Kafka's transaction coordinator for one node.
 pub struct TransactionCoordinator {
+    config: TxnConfig,
     state: Mutex<TxnManager>,
+    /// One per `__transaction_state` partition: held while an id of that
+    /// partition changes and its record is appended.
+    writers: Vec<Mutex<()>>,
+    /// Never used in practice: stands in should a partition index ever fall
+    /// outside `writers`.
+    spare_writer: Mutex<()>,
+    log: Arc<dyn TxnStateLog>,
     markers: Arc<dyn MarkerWriter>,
     ids: Arc<dyn ProducerIdSource>,
     clock: Arc<dyn Clock>,
-    /// TxnOffsetCommit requests per transactional id, applied on commit
-    /// only and dropped on abort.
-    staged: Mutex<HashMap<String, Vec<TxnOffsetCommitRequest>>>,
-    offsets: OnceLock<Arc<dyn OffsetCommitter>>,
 }
 
 impl std::fmt::Debug for TransactionCoordinator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TransactionCoordinator")
+            .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
 
+/// What one replayed `__transaction_state` record means: the id and its
+/// metadata, `None` for a tombstone.
+///
+/// # Errors
+///
+/// The record's decoding error.
+fn replay(
+    record: &CoordinatorRecord,
+) -> Result<(String, Option<TxnMetadata>), super::records::RecordError> {
+    let id = decode_key(&record.key)?;
+    let meta = match &record.value {
+        Some(value) => Some(TxnMetadata::from_value(TransactionLogValue::decode(value)?)),
+        None => None,
+    };
+    Ok((id, meta))
+}
+
 impl TransactionCoordinator {
-    /// A coordinator with no transactions, refusing timeouts above `max_timeout_ms`.
-    #[must_use]
-    pub fn new(
-        max_timeout_ms: i32,
+    /// The coordinator with its state rebuilt by replaying every
+    /// `__transaction_state` partition of `log`. Records that do not decode
+    /// are skipped with a warning rather than failing the load.
+    ///
+    /// # Errors
+    ///
+    /// The first [`TxnError`] the log reports while reading.
+    pub fn load(
+        config: TxnConfig,
+        log: Arc<dyn TxnStateLog>,
         markers: Arc<dyn MarkerWriter>,
         ids: Arc<dyn ProducerIdSource>,
         clock: Arc<dyn Clock>,
-    ) -> Self {
-        Self {
-            state: Mutex::new(TxnManager::new(max_timeout_ms)),
+    ) -> Result<Self, TxnError> {
+        let partitions = config.state_log_partitions.max(1);
+        let mut manager = TxnManager::new(config.max_timeout_ms);
+        for partition in 0..partitions {
+            for record in log.read_all(partition)? {
+                match replay(&record) {
+                    Ok((id, meta)) => manager.load(id, meta),
+                    Err(e) => {
+                        tracing::warn!(partition, error = %e, "skipping a __transaction_state record");
+                    }
+                }
+            }
+        }
+        Ok(Self {
+            writers: (0..partitions).map(|_| Mutex::new(())).collect(),
+            spare_writer: Mutex::new(()),
+            config,
+            state: Mutex::new(manager),
+            log,
             markers,
             ids,
             clock,
-            staged: Mutex::new(HashMap::new()),
-            offsets: OnceLock::new(),
-        }
+        })
     }
 
-    /// Sets where committed transactional offsets go (once).
-    pub fn set_offset_committer(&self, committer: Arc<dyn OffsetCommitter>) {
-        let _ = self.offsets.set(committer);
-    }
-
-    fn staged(&self) -> MutexGuard<'_, HashMap<String, Vec<TxnOffsetCommitRequest>>> {
-        self.staged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Offsets staged by the open transaction of `transactional_id`.
+    /// The coordinator's settings.
     #[must_use]
-    pub fn staged_offsets(&self, transactional_id: &str) -> usize {
-        self.staged().get(transactional_id).map_or(0, Vec::len)
+    pub fn config(&self) -> &TxnConfig {
+        &self.config
+    }
+
+    /// The `__transaction_state` partition of `transactional_id`: Kafka's
+    /// `abs(transactionalId.hashCode) % transaction.state.log.num.partitions`.
+    #[must_use]
+    pub fn partition_for(&self, transactional_id: &str) -> i32 {
+        partitioner::partition_for(transactional_id, self.config.state_log_partitions)
     }
 
     fn lock(&self) -> MutexGuard<'_, TxnManager> {
         self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn writer(&self, transactional_id: &str) -> MutexGuard<'_, ()> {
+        let partition = usize::try_from(self.partition_for(transactional_id)).unwrap_or(0);
+        self.writers
+            .get(partition)
+            .unwrap_or(&self.spare_writer)
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -152,8 +203,29 @@ impl TransactionCoordinator {
         f(&self.lock())
     }
 
-    /// Writes every marker of `completion` and records the outcome; returns
-    /// whether all were written.
+    /// Appends `transition`'s record (the caller holds the id's writer).
+    fn persist(&self, transition: &Transition) -> Result<(), TxnError> {
+        let record = CoordinatorRecord {
+            key: encode_key(&transition.transactional_id),
+            value: Some(transition.next.to_value().encode()),
+            timestamp_ms: self.clock.now_ms(),
+        };
+        self.log
+            .append(self.partition_for(&transition.transactional_id), record)
+    }
+
+    /// Persists `transition` and makes it take effect (the caller holds the
+    /// id's writer).
+    fn persist_and_apply(&self, transition: Transition) -> Result<(), TxnError> {
+        self.persist(&transition)?;
+        self.lock().apply(transition);
+        Ok(())
+    }
+
+    /// Writes every marker of `completion`, then persists the transaction's
+    /// completion; returns whether it completed. Partitions whose marker
+    /// failed (or all, when the completion could not be persisted) are
+    /// handed out again by the next [`tick`](Self::tick).
     pub fn write_markers(&self, completion: &Completion) -> bool {
         let marker = ControlMarker {
             producer_id: completion.producer_id,
@@ -177,24 +249,27 @@ impl TransactionCoordinator {
                 }
             }
         }
-        let all = failed.is_empty();
-        self.lock()
-            .retry_later(completion, failed, self.clock.now_ms());
-        if all {
-            // The transaction is complete: its staged offsets become
-            // visible on commit and are dropped on abort.
-            let staged = self
-                .staged()
-                .remove(&completion.transactional_id)
-                .unwrap_or_default();
-            if completion.commit
-                && !staged.is_empty()
-                && let Some(committer) = self.offsets.get()
-            {
-                committer.commit_offsets(staged);
+        let _writer = self.writer(&completion.transactional_id);
+        let now = self.clock.now_ms();
+        if !failed.is_empty() {
+            self.lock().retry_later(completion, failed, now);
+            return false;
+        }
+        let Some(done) = self.lock().complete(completion, now) else {
+            return true;
+        };
+        match self.persist_and_apply(done) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(
+                    transactional_id = %completion.transactional_id,
+                    error = %e,
+                    "recording a completed transaction failed; will retry"
+                );
+                self.lock().retry_later(completion, Vec::new(), now);
+                false
             }
         }
-        all
     }
 
     /// InitProducerId with a `transactional.id`. An open transaction of the
@@ -204,7 +279,8 @@ impl TransactionCoordinator {
     ///
     /// See [`TxnManager::init_producer_id`]; also
     /// [`TxnError::ConcurrentTransactions`] when the abort's markers could
-    /// not all be written (the client retries).
+    /// not all be written (the client retries), and
+    /// [`TxnError::NotCoordinator`] when the new state could not be written.
     pub fn init_producer_id(
         &self,
         transactional_id: &str,
@@ -216,33 +292,45 @@ impl TransactionCoordinator {
         // At most two rounds: abort the open transaction, then bump again.
         let mut expected = expected;
         for _ in 0..2 {
-            let step = self.lock().init_producer_id(
-                transactional_id,
-                timeout_ms,
-                expected,
-                self.clock.now_ms(),
-                &mut allocate,
-            )?;
-            match step {
-                InitStep::Ready(pid, epoch) => return Ok((pid, epoch)),
-                InitStep::AbortFirst(completion) => {
-                    if !self.write_markers(&completion) {
-                        return Err(TxnError::ConcurrentTransactions);
+            let abort = {
+                let _writer = self.writer(transactional_id);
+                let step = self.lock().init_producer_id(
+                    transactional_id,
+                    timeout_ms,
+                    expected,
+                    self.clock.now_ms(),
+                    &mut allocate,
+                )?;
+                match step {
+                    InitStep::Ready(transition) => {
+                        let answer = (transition.next.producer_id, transition.next.producer_epoch);
+                        self.persist_and_apply(transition)?;
+                        return Ok(answer);
                     }
-                    // The holder changed under the abort; the next round
-                    // starts from the fenced epoch.
-                    expected = None;
+                    InitStep::AbortFirst(transition, completion) => {
+                        self.persist_and_apply(transition)?;
+                        completion
+                    }
                 }
+            };
+            if !self.write_markers(&abort) {
+                return Err(TxnError::ConcurrentTransactions);
             }
+            // The holder changed under the abort; the next round starts from
+            // the fenced epoch.
+            expected = None;
         }
         Err(TxnError::ConcurrentTransactions)
     }
 
-    /// EndTxn: writes the markers before answering.
+    /// EndTxn: the prepare is durable before any marker is written, and the
+    /// markers are written before answering (so a read_committed consumer
+    /// sees a committed transaction as soon as its producer does).
     ///
     /// # Errors
     ///
-    /// See [`TxnManager::end_txn`].
+    /// See [`TxnManager::end_txn`]; [`TxnError::NotCoordinator`] when the
+    /// prepare could not be written.
     pub fn end_txn(
         &self,
         transactional_id: &str,
@@ -250,26 +338,35 @@ impl TransactionCoordinator {
         producer_epoch: ProducerEpoch,
         commit: bool,
     ) -> Result<(), TxnError> {
-        let step = self.lock().end_txn(
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            commit,
-            self.clock.now_ms(),
-        )?;
-        if let EndStep::WriteMarkers(completion) = step {
-            // Kafka answers once the prepare is durable; failed markers are
-            // retried by `tick`, so the answer is success either way.
-            self.write_markers(&completion);
-        }
+        let completion = {
+            let _writer = self.writer(transactional_id);
+            let step = self.lock().end_txn(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                commit,
+                self.clock.now_ms(),
+            )?;
+            match step {
+                EndStep::AlreadyDone => return Ok(()),
+                EndStep::Prepare(transition, completion) => {
+                    self.persist_and_apply(transition)?;
+                    completion
+                }
+            }
+        };
+        // Kafka answers once the prepare is durable; failed markers are
+        // retried by `tick`, so the answer is success either way.
+        self.write_markers(&completion);
         Ok(())
     }
 
-    /// Adds partitions to the open transaction.
+    /// Adds partitions to the open transaction (persisted before the answer).
     ///
     /// # Errors
     ///
-    /// See [`TxnManager::add_partitions`].
+    /// See [`TxnManager::add_partitions`]; [`TxnError::NotCoordinator`] when
+    /// the new state could not be written.
     pub fn add_partitions(
         &self,
         transactional_id: &str,
@@ -277,13 +374,18 @@ impl TransactionCoordinator {
         producer_epoch: ProducerEpoch,
         partitions: Vec<TopicPartition>,
     ) -> Result<(), TxnError> {
-        self.lock().add_partitions(
+        let _writer = self.writer(transactional_id);
+        let transition = self.lock().add_partitions(
             transactional_id,
             producer_id,
             producer_epoch,
             partitions,
             self.clock.now_ms(),
-        )
+        )?;
+        match transition {
+            Some(transition) => self.persist_and_apply(transition),
+            None => Ok(()),
+        }
     }
 
     /// The produce path's check of a transactional batch.
@@ -302,20 +404,64 @@ impl TransactionCoordinator {
             .verify(transactional_id, producer_id, producer_epoch, partition)
     }
 
-    /// Aborts timed-out transactions and retries failed markers; returns how
-    /// many completions were attempted.
+    /// Aborts timed-out transactions and completes the ones whose markers
+    /// are not out (failed earlier, or found preparing after a restart);
+    /// returns how many completions were attempted.
     pub fn tick(&self) -> usize {
-        let due = self.lock().due(self.clock.now_ms());
-        for completion in &due {
-            if !completion.commit {
-                tracing::info!(
-                    transactional_id = %completion.transactional_id,
-                    "aborting a transaction (timed out or retrying markers)"
-                );
-            }
-            self.write_markers(completion);
+        let due = self.lock().due_ids(self.clock.now_ms());
+        let mut attempted = 0;
+        for id in due {
+            let completion = {
+                let _writer = self.writer(&id);
+                let Some((transition, completion)) = self.lock().due(&id, self.clock.now_ms())
+                else {
+                    continue;
+                };
+                if let Some(transition) = transition {
+                    tracing::info!(transactional_id = %id, "aborting a transaction past its timeout");
+                    if let Err(e) = self.persist_and_apply(transition) {
+                        tracing::warn!(transactional_id = %id, error = %e, "could not record the abort; will retry");
+                        continue;
+                    }
+                }
+                completion
+            };
+            attempted += 1;
+            self.write_markers(&completion);
         }
-        due.len()
+        attempted
+    }
+
+    /// Forgets transactional ids idle for `transactional.id.expiration.ms`
+    /// with no transaction open (a tombstone each, as Kafka writes); returns
+    /// how many.
+    pub fn expire_transactional_ids(&self) -> usize {
+        let expiration = self.config.id_expiration_ms;
+        let candidates = self.lock().expired(self.clock.now_ms(), expiration);
+        let mut removed = 0;
+        for id in candidates {
+            let _writer = self.writer(&id);
+            let now = self.clock.now_ms();
+            if !self.lock().is_expired(&id, now, expiration) {
+                continue;
+            }
+            let tombstone = CoordinatorRecord {
+                key: encode_key(&id),
+                value: None,
+                timestamp_ms: now,
+            };
+            match self.log.append(self.partition_for(&id), tombstone) {
+                Ok(()) => {
+                    tracing::info!(transactional_id = %id, "transactional id expired");
+                    self.lock().remove(&id);
+                    removed += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(transactional_id = %id, error = %e, "could not expire a transactional id");
+                }
+            }
+        }
+        removed
     }
 
     /// Handles InitProducerId for a request that carries a `transactional.id`.
@@ -414,8 +560,18 @@ impl TransactionCoordinator {
                 wanted
                     .iter()
                     .map(|tp| {
-                        self.verify(id, pid, epoch, tp)
-                            .map_or_else(|e| e.response_error().code(), |()| 0)
+                        // Kafka's coordinator answers a partition outside the
+                        // transaction TRANSACTION_ABORTABLE here; the
+                        // broker that asked converts it for old clients.
+                        self.verify(id, pid, epoch, tp).map_or_else(
+                            |e| match e {
+                                TxnError::InvalidTxnState(_) => {
+                                    ResponseError::TransactionAbortable.code()
+                                }
+                                other => other.response_error().code(),
+                            },
+                            |()| 0,
+                        )
                     })
                     .collect()
             } else if wanted.iter().any(|tp| !exists(&tp.topic, tp.partition)) {
@@ -461,55 +617,6 @@ impl TransactionCoordinator {
             vec![TopicPartition::new(offsets_topic, offsets_partition)],
         ) {
             response.error_code = e.code_for(version, 2);
-        }
-        response
-    }
-
-    /// Handles TxnOffsetCommit: the offsets are staged with the open
-    /// transaction, which must hold `offsets_partition` (the group's
-    /// `__consumer_offsets` partition, added by AddOffsetsToTxn).
-    pub fn handle_txn_offset_commit(
-        &self,
-        request: TxnOffsetCommitRequest,
-        offsets_topic: &str,
-        offsets_partition: i32,
-    ) -> TxnOffsetCommitResponse {
-        let outcome = self.verify(
-            request.transactional_id.0.as_str(),
-            ProducerId(request.producer_id.0),
-            ProducerEpoch(request.producer_epoch),
-            &TopicPartition::new(offsets_topic, offsets_partition),
-        );
-        let code = match &outcome {
-            Ok(()) => 0,
-            Err(TxnError::ProducerFenced) => ResponseError::InvalidProducerEpoch.code(),
-            Err(e) => e.response_error().code(),
-        };
-        let mut response = TxnOffsetCommitResponse::default();
-        response.topics = request
-            .topics
-            .iter()
-            .map(|t| {
-                let mut topic = TxnOffsetCommitResponseTopic::default();
-                topic.name = t.name.clone();
-                topic.partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let mut r = TxnOffsetCommitResponsePartition::default();
-                        r.partition_index = p.partition_index;
-                        r.error_code = code;
-                        r
-                    })
-                    .collect();
-                topic
-            })
-            .collect();
-        if outcome.is_ok() {
-            self.staged()
-                .entry(request.transactional_id.0.as_str().to_owned())
-                .or_default()
-                .push(request);
         }
         response
     }
@@ -648,9 +755,9 @@ impl TransactionCoordinator {
     }
 }
 
-/// Per-topic results in request order; `code` gets the flat index of each
-/// partition.
-fn topic_results(
+/// Per-topic AddPartitionsToTxn results in request order; `code` gets the
+/// flat index of each partition.
+pub(crate) fn topic_results(
     topics: &[kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic],
     code: impl Fn(usize) -> i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {

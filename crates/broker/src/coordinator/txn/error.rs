@@ -41,6 +41,11 @@ pub enum TxnError {
     /// A producer id could not be allocated (the allocator could not persist).
     #[error("producer id allocation failed: {0}")]
     Storage(String),
+    /// The state change could not be written to `__transaction_state`
+    /// (Kafka answers NOT_COORDINATOR; the client finds the coordinator
+    /// again and retries).
+    #[error("writing __transaction_state failed: {0}")]
+    NotCoordinator(String),
 }
 
 impl TxnError {
@@ -57,6 +62,24 @@ impl TxnError {
             Self::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
             Self::OperationNotAttempted => ResponseError::OperationNotAttempted,
             Self::Storage(_) => ResponseError::KafkaStorageError,
+            Self::NotCoordinator(_) => ResponseError::NotCoordinator,
+        }
+    }
+
+    /// The code a failed partition verification (a transactional write's
+    /// check against the open transaction) is answered with, as Kafka's
+    /// `AddPartitionsToTxnManager` converts it: a fenced producer sees
+    /// INVALID_PRODUCER_EPOCH, a partition outside the transaction
+    /// TRANSACTION_ABORTABLE where the request version knows it
+    /// (`abortable_known`), INVALID_TXN_STATE before.
+    #[must_use]
+    pub fn verification_code(&self, abortable_known: bool) -> i16 {
+        match self {
+            Self::ProducerFenced => ResponseError::InvalidProducerEpoch.code(),
+            Self::InvalidTxnState(_) if abortable_known => {
+                ResponseError::TransactionAbortable.code()
+            }
+            other => other.response_error().code(),
         }
     }
 

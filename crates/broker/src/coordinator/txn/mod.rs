@@ -1,49 +1,66 @@
 //! Kafka's transaction coordinator (KIP-98): transactional producer ids and
-//! epochs, the transaction state machine, and commit/abort markers.
+//! epochs, the transaction state machine persisted in `__transaction_state`,
+//! commit/abort markers, and the transaction tooling's APIs.
 //!
 //! The pieces:
 //!
 //! * [`state`] — the state machine (`Empty → Ongoing → PrepareCommit /
 //!   PrepareAbort → CompleteCommit / CompleteAbort`), pure and unit-tested;
-//! * [`coordinator`] — the machine behind a lock, with two seams: a
-//!   [`ProducerIdSource`] (the registry's persisted allocator, so ids never
-//!   repeat across restarts) and a [`MarkerWriter`] (control batches through
-//!   `Log::append_control_marker`), plus handlers in `kafka-protocol` types;
-//! * [`wire`] — the broker side: decoding, dispatch, the seams over the
-//!   partition layer, and the produce path's check.
+//!   it proposes [`state::Transition`]s that take effect once persisted;
+//! * [`records`] — Kafka's `TransactionLogKey` / `TransactionLogValue`
+//!   schemas, byte for byte;
+//! * [`coordinator`] — the machine behind a lock with its seams: the
+//!   [`log::TxnStateLog`] it persists to (every change durable before it is
+//!   answered, in Kafka's order), a [`ProducerIdSource`] (the registry's
+//!   persisted allocator) and a [`MarkerWriter`]; plus the handlers in
+//!   `kafka-protocol` types;
+//! * [`broker_log`] — those seams over the broker, and the startup that
+//!   replays `__transaction_state` and completes what was preparing;
+//! * [`wire`] — decoding and dispatch, TxnOffsetCommit's route to the group
+//!   coordinator, and the produce path's check;
+//! * [`producers`] — DescribeProducers and producer-id expiry over the
+//!   partitions' producer state;
+//! * [`config`] — the `transaction.*` settings.
 //!
-//! TxnOffsetCommit stages offsets with the transaction and hands them to
-//! the group coordinator's ordinary commit once the commit markers are
-//! written, so they become visible on commit only (but are not written in
-//! the same atomic step as the markers).
+//! TxnOffsetCommit is the group coordinator's: it writes the offsets to the
+//! group's `__consumer_offsets` partition as a transactional batch under the
+//! producer's id and epoch, and the COMMIT marker this coordinator writes
+//! there makes them visible (ABORT drops them) — Kafka's design, so offsets
+//! of a transaction that was preparing at a crash still commit after it.
 //!
-//! Not yet here: persistence in `__transaction_state` (the state is in
-//! memory, so a restart forgets open transactions), ListTransactions v2's
-//! id pattern, and DescribeProducers.
+//! Not here: KIP-890's transaction version 2 (EndTxn v5, the epoch bump per
+//! transaction) and ListTransactions v2's id pattern.
 
+pub mod broker_log;
+pub mod config;
 pub mod coordinator;
 pub mod error;
+pub mod log;
+pub mod producers;
+pub mod records;
 pub mod state;
 pub mod wire;
 
+#[cfg(test)]
+mod restart_tests;
 #[cfg(test)]
 mod tests;
 
 use kafka_protocol::messages::ApiKey;
 
-pub use coordinator::{
-    MarkerError, MarkerWriter, OffsetCommitter, ProducerIdSource, TransactionCoordinator,
-};
+pub use config::TxnConfig;
+pub use coordinator::{MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator};
 pub use error::TxnError;
-pub use state::{Completion, TopicPartition, TxnManager, TxnMetadata, TxnState};
+pub use log::{InMemoryTxnStateLog, TxnStateLog};
+pub use state::{Completion, TopicPartition, Transition, TxnManager, TxnMetadata, TxnState};
 
-/// Kafka's default `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
-pub const TRANSACTION_ABORT_INTERVAL_MS: u64 = 10_000;
+/// The internal topic the coordinator persists to.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 /// `(api key, min version, max version)` of the APIs [`wire`] decodes, for
 /// the broker's ApiVersions table. AddPartitionsToTxn v0–3 is the client
 /// form, v4–5 the batched form with verify-only; EndTxn stops at v4 (v5 is
-/// KIP-890's transaction version 2).
+/// KIP-890's transaction version 2), TxnOffsetCommit at v4 for the same reason.
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
@@ -51,4 +68,5 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::DescribeProducers, 0, 0),
 ];

@@ -2,17 +2,22 @@
 //!
 //! [`TxnManager`] holds one [`TxnMetadata`] per `transactional.id` and
 //! applies Kafka's rules for InitProducerId, AddPartitionsToTxn,
-//! AddOffsetsToTxn and EndTxn. Writing the commit/abort markers is not its
-//! business: a call that has to complete a transaction moves it to
-//! `PrepareCommit`/`PrepareAbort` and hands back a [`Completion`] naming the
-//! partitions and the marker's producer id and epoch; the caller writes the
-//! markers and reports back with [`TxnManager::complete`] (or
-//! [`TxnManager::retry_later`] for partitions that failed). Keeping the two
-//! apart lets the state machine be tested exhaustively without a log, and
-//! keeps the coordinator's lock off the disk.
+//! AddOffsetsToTxn and EndTxn. It never changes a transactional id's
+//! metadata by itself: every decision is a [`Transition`] (the metadata the
+//! id is to have) that the caller first persists in `__transaction_state`
+//! and then [`TxnManager::apply`]s — Kafka's `prepareTransitionTo` /
+//! `completeTransitionTo` — so what clients were told is always what a
+//! restart replays. Writing the commit/abort markers is not its business
+//! either: a transition to `PrepareCommit`/`PrepareAbort` comes with a
+//! [`Completion`] naming the partitions and the marker's producer id and
+//! epoch; the caller writes the markers and asks [`TxnManager::complete`]
+//! for the transition to `CompleteCommit`/`CompleteAbort` (or calls
+//! [`TxnManager::retry_later`] for partitions that failed). Keeping the
+//! three apart lets the state machine be tested exhaustively without a log,
+//! and keeps the coordinator's lock off the disk.
 
 use {
-    super::error::TxnError,
+    super::{error::TxnError, records::TransactionLogValue},
     krabka_ids::{ProducerEpoch, ProducerId},
     std::collections::{BTreeSet, HashMap},
 };
@@ -68,8 +73,45 @@ impl TxnState {
         }
     }
 
+    /// Kafka's `TransactionState` id, as persisted in `TransactionLogValue`.
+    #[must_use]
+    pub fn id(self) -> i8 {
+        match self {
+            Self::Empty => 0,
+            Self::Ongoing => 1,
+            Self::PrepareCommit => 2,
+            Self::PrepareAbort => 3,
+            Self::CompleteCommit => 4,
+            Self::CompleteAbort => 5,
+        }
+    }
+
+    /// The state with Kafka's id `id`; `None` for Dead (6) and
+    /// PrepareEpochFence (7), which Kafka never persists, and unknown ids.
+    #[must_use]
+    pub fn from_id(id: i8) -> Option<Self> {
+        Some(match id {
+            0 => Self::Empty,
+            1 => Self::Ongoing,
+            2 => Self::PrepareCommit,
+            3 => Self::PrepareAbort,
+            4 => Self::CompleteCommit,
+            5 => Self::CompleteAbort,
+            _ => return None,
+        })
+    }
+
     fn is_preparing(self) -> bool {
         matches!(self, Self::PrepareCommit | Self::PrepareAbort)
+    }
+
+    /// Whether an id in this state may expire (`transactional.id.expiration.ms`):
+    /// no transaction open or completing.
+    fn expiration_allowed(self) -> bool {
+        matches!(
+            self,
+            Self::Empty | Self::CompleteCommit | Self::CompleteAbort
+        )
     }
 }
 
@@ -86,12 +128,72 @@ pub struct TxnMetadata {
     pub state: TxnState,
     /// The partitions of the open (or completing) transaction.
     pub partitions: BTreeSet<TopicPartition>,
-    /// When the open transaction started (first partition added), ms.
+    /// When the open transaction started (first partition added), ms; -1
+    /// when none is open.
     pub txn_start_ms: i64,
     /// When the metadata last changed, ms.
     pub last_update_ms: i64,
-    /// A [`Completion`] is out with a marker writer.
+    /// A [`Completion`] is out with a marker writer (not persisted).
     markers_in_flight: bool,
+}
+
+impl TxnMetadata {
+    /// The `__transaction_state` value for this metadata.
+    #[must_use]
+    pub fn to_value(&self) -> TransactionLogValue {
+        TransactionLogValue {
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            timeout_ms: self.timeout_ms,
+            state: self.state,
+            partitions: if self.state == TxnState::Empty {
+                BTreeSet::new()
+            } else {
+                self.partitions.clone()
+            },
+            last_update_ms: self.last_update_ms,
+            start_ms: self.txn_start_ms,
+            previous_producer_id: -1,
+            next_producer_id: -1,
+            client_transaction_version: 0,
+        }
+    }
+
+    /// The metadata a `__transaction_state` value describes (as loaded: no
+    /// markers in flight).
+    #[must_use]
+    pub fn from_value(value: TransactionLogValue) -> Self {
+        Self {
+            producer_id: value.producer_id,
+            producer_epoch: value.producer_epoch,
+            timeout_ms: value.timeout_ms,
+            state: value.state,
+            partitions: value.partitions,
+            txn_start_ms: value.start_ms,
+            last_update_ms: value.last_update_ms,
+            markers_in_flight: false,
+        }
+    }
+
+    fn completion(&self, transactional_id: &str) -> Completion {
+        Completion {
+            transactional_id: transactional_id.to_owned(),
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            commit: self.state == TxnState::PrepareCommit,
+            partitions: self.partitions.iter().cloned().collect(),
+        }
+    }
+}
+
+/// A transactional id's next metadata: persist it, then
+/// [`TxnManager::apply`] it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// The transactional id.
+    pub transactional_id: String,
+    /// Its metadata once the transition is durable.
+    pub next: TxnMetadata,
 }
 
 /// Markers to write to finish a transaction.
@@ -112,11 +214,13 @@ pub struct Completion {
 /// What an InitProducerId call needs next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InitStep {
-    /// The producer may go on with this id and epoch.
-    Ready(ProducerId, ProducerEpoch),
-    /// An open transaction was fenced: write these abort markers, report
-    /// with [`TxnManager::complete`], then call InitProducerId again.
-    AbortFirst(Completion),
+    /// Persist and apply this transition (state `Empty` under the new
+    /// producer id and epoch), then answer with its id and epoch.
+    Ready(Transition),
+    /// An open transaction is fenced: persist and apply this transition to
+    /// `PrepareAbort` (under a bumped epoch), write the abort markers,
+    /// complete, then call InitProducerId again.
+    AbortFirst(Transition, Completion),
 }
 
 /// What an EndTxn call needs next.
@@ -124,8 +228,9 @@ pub enum InitStep {
 pub enum EndStep {
     /// Nothing to do: the same EndTxn already completed (a retry).
     AlreadyDone,
-    /// Write these markers, then report with [`TxnManager::complete`].
-    WriteMarkers(Completion),
+    /// Persist and apply this transition to `PrepareCommit`/`PrepareAbort`,
+    /// write the markers, then complete.
+    Prepare(Transition, Completion),
 }
 
 /// `transaction.max.timeout.ms` default (15 minutes).
@@ -171,6 +276,30 @@ impl TxnManager {
         self.txns.iter()
     }
 
+    /// Makes a persisted transition take effect.
+    pub fn apply(&mut self, transition: Transition) {
+        self.txns
+            .insert(transition.transactional_id, transition.next);
+    }
+
+    /// Replays one `__transaction_state` record: `Some` metadata replaces
+    /// the id's, a tombstone (`None`) removes it.
+    pub fn load(&mut self, transactional_id: String, value: Option<TxnMetadata>) {
+        match value {
+            Some(meta) => {
+                self.txns.insert(transactional_id, meta);
+            }
+            None => {
+                self.txns.remove(&transactional_id);
+            }
+        }
+    }
+
+    /// Forgets an expired transactional id (its tombstone is durable).
+    pub fn remove(&mut self, transactional_id: &str) {
+        self.txns.remove(transactional_id);
+    }
+
     /// InitProducerId for `transactional_id`.
     ///
     /// `expected` is the (producer id, epoch) a KIP-360 client sends to bump
@@ -183,7 +312,7 @@ impl TxnManager {
     /// `expected` is not the current holder, [`TxnError::Storage`] when no id
     /// can be allocated.
     pub fn init_producer_id(
-        &mut self,
+        &self,
         transactional_id: &str,
         timeout_ms: i32,
         expected: Option<(ProducerId, ProducerEpoch)>,
@@ -193,72 +322,67 @@ impl TxnManager {
         if timeout_ms <= 0 || timeout_ms > self.max_timeout_ms {
             return Err(TxnError::InvalidTransactionTimeout);
         }
-        let Some(meta) = self.txns.get_mut(transactional_id) else {
-            let producer_id = allocate()?;
-            self.txns.insert(
-                transactional_id.to_owned(),
-                TxnMetadata {
-                    producer_id,
-                    producer_epoch: ProducerEpoch(0),
-                    timeout_ms,
-                    state: TxnState::Empty,
-                    partitions: BTreeSet::new(),
-                    txn_start_ms: -1,
-                    last_update_ms: now_ms,
-                    markers_in_flight: false,
-                },
-            );
-            return Ok(InitStep::Ready(producer_id, ProducerEpoch(0)));
+        let transition = |next: TxnMetadata| Transition {
+            transactional_id: transactional_id.to_owned(),
+            next,
         };
-        if meta.state.is_preparing() {
+        let Some(current) = self.txns.get(transactional_id) else {
+            let producer_id = allocate()?;
+            return Ok(InitStep::Ready(transition(TxnMetadata {
+                producer_id,
+                producer_epoch: ProducerEpoch(0),
+                timeout_ms,
+                state: TxnState::Empty,
+                partitions: BTreeSet::new(),
+                txn_start_ms: -1,
+                last_update_ms: now_ms,
+                markers_in_flight: false,
+            })));
+        };
+        if current.state.is_preparing() {
             return Err(TxnError::ConcurrentTransactions);
         }
         if let Some((pid, epoch)) = expected
-            && (pid != meta.producer_id || epoch != meta.producer_epoch)
+            && (pid != current.producer_id || epoch != current.producer_epoch)
         {
             return Err(TxnError::ProducerFenced);
         }
-        if meta.state == TxnState::Ongoing {
+        let mut next = current.clone();
+        next.last_update_ms = now_ms;
+        if current.state == TxnState::Ongoing {
             // Fence the old producer: its epoch is bumped and the open
             // transaction is aborted under the new epoch.
-            if let Some(bumped) = next_epoch(meta.producer_epoch) {
-                meta.producer_epoch = bumped;
+            if let Some(bumped) = next_epoch(next.producer_epoch) {
+                next.producer_epoch = bumped;
             }
-            meta.state = TxnState::PrepareAbort;
-            meta.last_update_ms = now_ms;
-            meta.markers_in_flight = true;
-            return Ok(InitStep::AbortFirst(Completion {
-                transactional_id: transactional_id.to_owned(),
-                producer_id: meta.producer_id,
-                producer_epoch: meta.producer_epoch,
-                commit: false,
-                partitions: meta.partitions.iter().cloned().collect(),
-            }));
+            next.state = TxnState::PrepareAbort;
+            next.markers_in_flight = true;
+            let completion = next.completion(transactional_id);
+            return Ok(InitStep::AbortFirst(transition(next), completion));
         }
-        match next_epoch(meta.producer_epoch) {
-            Some(epoch) => meta.producer_epoch = epoch,
+        match next_epoch(next.producer_epoch) {
+            Some(epoch) => next.producer_epoch = epoch,
             None => {
-                meta.producer_id = allocate()?;
-                meta.producer_epoch = ProducerEpoch(0);
+                next.producer_id = allocate()?;
+                next.producer_epoch = ProducerEpoch(0);
             }
         }
-        meta.timeout_ms = timeout_ms;
-        meta.state = TxnState::Empty;
-        meta.partitions.clear();
-        meta.txn_start_ms = -1;
-        meta.last_update_ms = now_ms;
-        Ok(InitStep::Ready(meta.producer_id, meta.producer_epoch))
+        next.timeout_ms = timeout_ms;
+        next.state = TxnState::Empty;
+        next.partitions.clear();
+        next.txn_start_ms = -1;
+        Ok(InitStep::Ready(transition(next)))
     }
 
     fn holder(
-        &mut self,
+        &self,
         transactional_id: &str,
         producer_id: ProducerId,
         producer_epoch: ProducerEpoch,
-    ) -> Result<&mut TxnMetadata, TxnError> {
+    ) -> Result<&TxnMetadata, TxnError> {
         let meta = self
             .txns
-            .get_mut(transactional_id)
+            .get(transactional_id)
             .ok_or(TxnError::InvalidProducerIdMapping)?;
         if meta.producer_id != producer_id {
             return Err(TxnError::InvalidProducerIdMapping);
@@ -271,6 +395,8 @@ impl TxnManager {
 
     /// AddPartitionsToTxn (and AddOffsetsToTxn, with the group's
     /// `__consumer_offsets` partition): opens the transaction if needed.
+    /// `None` when every partition is already in the open transaction
+    /// (nothing to persist, as on Kafka).
     ///
     /// # Errors
     ///
@@ -279,25 +405,33 @@ impl TxnManager {
     /// [`TxnError::ConcurrentTransactions`] while the previous transaction
     /// is completing.
     pub fn add_partitions(
-        &mut self,
+        &self,
         transactional_id: &str,
         producer_id: ProducerId,
         producer_epoch: ProducerEpoch,
         partitions: impl IntoIterator<Item = TopicPartition>,
         now_ms: i64,
-    ) -> Result<(), TxnError> {
-        let meta = self.holder(transactional_id, producer_id, producer_epoch)?;
-        if meta.state.is_preparing() {
+    ) -> Result<Option<Transition>, TxnError> {
+        let current = self.holder(transactional_id, producer_id, producer_epoch)?;
+        if current.state.is_preparing() {
             return Err(TxnError::ConcurrentTransactions);
         }
-        if meta.state != TxnState::Ongoing {
-            meta.state = TxnState::Ongoing;
-            meta.txn_start_ms = now_ms;
-            meta.partitions.clear();
+        let mut next = current.clone();
+        if next.state != TxnState::Ongoing {
+            next.state = TxnState::Ongoing;
+            next.txn_start_ms = now_ms;
+            next.partitions.clear();
         }
-        meta.partitions.extend(partitions);
-        meta.last_update_ms = now_ms;
-        Ok(())
+        let before = next.partitions.len();
+        next.partitions.extend(partitions);
+        if current.state == TxnState::Ongoing && next.partitions.len() == before {
+            return Ok(None);
+        }
+        next.last_update_ms = now_ms;
+        Ok(Some(Transition {
+            transactional_id: transactional_id.to_owned(),
+            next,
+        }))
     }
 
     /// Whether a transactional write by (`producer_id`, `producer_epoch`)
@@ -308,6 +442,7 @@ impl TxnManager {
     ///
     /// [`TxnError::InvalidProducerIdMapping`] for an unknown id or producer,
     /// [`TxnError::ProducerFenced`] for another epoch,
+    /// [`TxnError::ConcurrentTransactions`] while the transaction completes,
     /// [`TxnError::InvalidTxnState`] when the partition was not added.
     pub fn verify(
         &self,
@@ -316,15 +451,9 @@ impl TxnManager {
         producer_epoch: ProducerEpoch,
         partition: &TopicPartition,
     ) -> Result<(), TxnError> {
-        let meta = self
-            .txns
-            .get(transactional_id)
-            .ok_or(TxnError::InvalidProducerIdMapping)?;
-        if meta.producer_id != producer_id {
-            return Err(TxnError::InvalidProducerIdMapping);
-        }
-        if meta.producer_epoch != producer_epoch {
-            return Err(TxnError::ProducerFenced);
+        let meta = self.holder(transactional_id, producer_id, producer_epoch)?;
+        if meta.state.is_preparing() {
+            return Err(TxnError::ConcurrentTransactions);
         }
         if meta.state != TxnState::Ongoing || !meta.partitions.contains(partition) {
             return Err(TxnError::InvalidTxnState(format!(
@@ -344,14 +473,14 @@ impl TxnManager {
     /// written, [`TxnError::InvalidTxnState`] for no open transaction or the
     /// opposite outcome of one that is completing or completed.
     pub fn end_txn(
-        &mut self,
+        &self,
         transactional_id: &str,
         producer_id: ProducerId,
         producer_epoch: ProducerEpoch,
         commit: bool,
         now_ms: i64,
     ) -> Result<EndStep, TxnError> {
-        let meta = self.holder(transactional_id, producer_id, producer_epoch)?;
+        let current = self.holder(transactional_id, producer_id, producer_epoch)?;
         let wrong = |state: TxnState| {
             TxnError::InvalidTxnState(format!(
                 "cannot {} a transaction in state {}",
@@ -359,22 +488,24 @@ impl TxnManager {
                 state.name()
             ))
         };
-        match (meta.state, commit) {
+        match (current.state, commit) {
             (TxnState::Ongoing, _) => {
-                meta.state = if commit {
+                let mut next = current.clone();
+                next.state = if commit {
                     TxnState::PrepareCommit
                 } else {
                     TxnState::PrepareAbort
                 };
-                meta.last_update_ms = now_ms;
-                meta.markers_in_flight = true;
-                Ok(EndStep::WriteMarkers(Completion {
-                    transactional_id: transactional_id.to_owned(),
-                    producer_id: meta.producer_id,
-                    producer_epoch: meta.producer_epoch,
-                    commit,
-                    partitions: meta.partitions.iter().cloned().collect(),
-                }))
+                next.last_update_ms = now_ms;
+                next.markers_in_flight = true;
+                let completion = next.completion(transactional_id);
+                Ok(EndStep::Prepare(
+                    Transition {
+                        transactional_id: transactional_id.to_owned(),
+                        next,
+                    },
+                    completion,
+                ))
             }
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
                 Ok(EndStep::AlreadyDone)
@@ -386,80 +517,134 @@ impl TxnManager {
         }
     }
 
-    /// Records that every marker of `done` is written: the transaction is
-    /// complete. A completion that no longer matches (superseded) is ignored.
-    pub fn complete(&mut self, done: &Completion, now_ms: i64) {
-        let Some(meta) = self.txns.get_mut(&done.transactional_id) else {
-            return;
-        };
+    /// The transition that records every marker of `done` as written: the
+    /// transaction is complete. `None` when `done` no longer matches the
+    /// id's metadata (superseded).
+    #[must_use]
+    pub fn complete(&self, done: &Completion, now_ms: i64) -> Option<Transition> {
+        let current = self.txns.get(&done.transactional_id)?;
         let preparing = if done.commit {
             TxnState::PrepareCommit
         } else {
             TxnState::PrepareAbort
         };
-        if meta.state != preparing || meta.producer_id != done.producer_id {
-            return;
+        if current.state != preparing || current.producer_id != done.producer_id {
+            return None;
         }
-        meta.state = if done.commit {
+        let mut next = current.clone();
+        next.state = if done.commit {
             TxnState::CompleteCommit
         } else {
             TxnState::CompleteAbort
         };
-        meta.partitions.clear();
-        meta.txn_start_ms = -1;
-        meta.last_update_ms = now_ms;
-        meta.markers_in_flight = false;
+        next.partitions.clear();
+        next.txn_start_ms = -1;
+        next.last_update_ms = now_ms;
+        next.markers_in_flight = false;
+        Some(Transition {
+            transactional_id: done.transactional_id.clone(),
+            next,
+        })
     }
 
-    /// Records that the markers for `failed` could not be written yet: the
+    /// Records that the markers for `failed` (or, after a failed write of
+    /// the completion, all of them) could not be written yet: the
     /// transaction stays preparing with just those partitions, for
-    /// [`TxnManager::due`] to hand out again.
+    /// [`TxnManager::due`] to hand out again. In memory only: a restart
+    /// rewrites every marker of the persisted prepare, which is harmless.
     pub fn retry_later(&mut self, done: &Completion, failed: Vec<TopicPartition>, now_ms: i64) {
-        if failed.is_empty() {
-            self.complete(done, now_ms);
-            return;
-        }
         if let Some(meta) = self.txns.get_mut(&done.transactional_id)
             && meta.producer_id == done.producer_id
             && meta.state.is_preparing()
         {
-            meta.partitions = failed.into_iter().collect();
+            if !failed.is_empty() {
+                meta.partitions = failed.into_iter().collect();
+            }
             meta.markers_in_flight = false;
             meta.last_update_ms = now_ms;
         }
     }
 
-    /// The periodic work: aborts every transaction open for longer than its
-    /// timeout (bumping the epoch, which fences the producer, as Kafka does)
-    /// and hands out again every completion whose markers failed.
-    pub fn due(&mut self, now_ms: i64) -> Vec<Completion> {
-        let mut out = Vec::new();
-        for (id, meta) in &mut self.txns {
-            if meta.markers_in_flight {
-                continue;
-            }
-            match meta.state {
-                TxnState::Ongoing
-                    if meta.txn_start_ms.saturating_add(i64::from(meta.timeout_ms)) <= now_ms =>
-                {
-                    if let Some(bumped) = next_epoch(meta.producer_epoch) {
-                        meta.producer_epoch = bumped;
-                    }
-                    meta.state = TxnState::PrepareAbort;
-                    meta.last_update_ms = now_ms;
+    /// Transactional ids with periodic work due at `now_ms`: an open
+    /// transaction past its timeout, or a completion whose markers are not
+    /// out (failed, or found preparing after a restart).
+    #[must_use]
+    pub fn due_ids(&self, now_ms: i64) -> Vec<String> {
+        self.txns
+            .iter()
+            .filter(|(_, meta)| !meta.markers_in_flight)
+            .filter(|(_, meta)| match meta.state {
+                TxnState::Ongoing => {
+                    meta.txn_start_ms.saturating_add(i64::from(meta.timeout_ms)) <= now_ms
                 }
-                TxnState::PrepareCommit | TxnState::PrepareAbort => {}
-                _ => continue,
-            }
-            meta.markers_in_flight = true;
-            out.push(Completion {
-                transactional_id: id.clone(),
-                producer_id: meta.producer_id,
-                producer_epoch: meta.producer_epoch,
-                commit: meta.state == TxnState::PrepareCommit,
-                partitions: meta.partitions.iter().cloned().collect(),
-            });
+                TxnState::PrepareCommit | TxnState::PrepareAbort => true,
+                _ => false,
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// The periodic work for one id (see [`TxnManager::due_ids`]): a
+    /// transaction open past its timeout is aborted under a bumped epoch,
+    /// which fences its producer as Kafka does (a transition to persist
+    /// first); a completing one is handed out again. The completion is
+    /// marked in flight either way.
+    pub fn due(
+        &mut self,
+        transactional_id: &str,
+        now_ms: i64,
+    ) -> Option<(Option<Transition>, Completion)> {
+        let meta = self.txns.get_mut(transactional_id)?;
+        if meta.markers_in_flight {
+            return None;
         }
-        out
+        match meta.state {
+            TxnState::Ongoing
+                if meta.txn_start_ms.saturating_add(i64::from(meta.timeout_ms)) <= now_ms =>
+            {
+                let mut next = meta.clone();
+                if let Some(bumped) = next_epoch(next.producer_epoch) {
+                    next.producer_epoch = bumped;
+                }
+                next.state = TxnState::PrepareAbort;
+                next.last_update_ms = now_ms;
+                next.markers_in_flight = true;
+                let completion = next.completion(transactional_id);
+                Some((
+                    Some(Transition {
+                        transactional_id: transactional_id.to_owned(),
+                        next,
+                    }),
+                    completion,
+                ))
+            }
+            TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                meta.markers_in_flight = true;
+                Some((None, meta.completion(transactional_id)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Transactional ids idle for `expiration_ms` with no transaction open
+    /// or completing (Kafka's `transactional.id.expiration.ms`), to
+    /// tombstone and then [`TxnManager::remove`].
+    #[must_use]
+    pub fn expired(&self, now_ms: i64, expiration_ms: i64) -> Vec<String> {
+        self.txns
+            .keys()
+            .filter(|id| self.is_expired(id, now_ms, expiration_ms))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether `transactional_id` is expired (see [`TxnManager::expired`]).
+    #[must_use]
+    pub fn is_expired(&self, transactional_id: &str, now_ms: i64, expiration_ms: i64) -> bool {
+        self.txns.get(transactional_id).is_some_and(|meta| {
+            meta.state.expiration_allowed()
+                && !meta.markers_in_flight
+                && meta.last_update_ms <= now_ms.saturating_sub(expiration_ms)
+        })
     }
 }

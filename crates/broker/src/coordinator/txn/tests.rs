@@ -1,10 +1,14 @@
-//! State machine and coordinator tests, with an in-memory marker writer.
+//! State machine and coordinator tests, over an in-memory
+//! `__transaction_state` and an in-memory marker writer.
 
 use {
     super::{
+        config::TxnConfig,
         coordinator::{MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator},
         error::TxnError,
-        state::{EndStep, InitStep, TopicPartition, TxnManager, TxnState},
+        log::{InMemoryTxnStateLog, TxnStateLog},
+        records::{TransactionLogValue, decode_key},
+        state::{EndStep, InitStep, TopicPartition, Transition, TxnManager, TxnState},
     },
     assert2::check,
     krabka_ids::{ProducerEpoch, ProducerId},
@@ -27,28 +31,85 @@ fn counter() -> impl FnMut() -> Result<ProducerId, TxnError> {
     }
 }
 
-fn ready(step: InitStep) -> (ProducerId, ProducerEpoch) {
-    assert2::assert!(let InitStep::Ready(pid, epoch) = step);
-    (pid, epoch)
+/// InitProducerId that must be ready at once; applied.
+fn init(
+    m: &mut TxnManager,
+    id: &str,
+    expected: Option<(ProducerId, ProducerEpoch)>,
+    now: i64,
+    ids: &mut dyn FnMut() -> Result<ProducerId, TxnError>,
+) -> (ProducerId, ProducerEpoch) {
+    let step = m.init_producer_id(id, 60_000, expected, now, ids).unwrap();
+    assert2::assert!(let InitStep::Ready(t) = step);
+    let answer = (t.next.producer_id, t.next.producer_epoch);
+    m.apply(t);
+    answer
+}
+
+fn add(
+    m: &mut TxnManager,
+    id: &str,
+    producer: (ProducerId, ProducerEpoch),
+    parts: &[TopicPartition],
+    now: i64,
+) {
+    if let Some(t) = m
+        .add_partitions(id, producer.0, producer.1, parts.iter().cloned(), now)
+        .unwrap()
+    {
+        m.apply(t);
+    }
+}
+
+fn complete(m: &mut TxnManager, done: &super::Completion, now: i64) {
+    let t = m.complete(done, now).expect("completes");
+    m.apply(t);
 }
 
 #[test]
 fn first_init_allocates_and_every_init_bumps_the_epoch() {
     let mut m = TxnManager::default();
     let mut ids = counter();
-    let (pid, e0) = ready(m.init_producer_id("t", 60_000, None, 0, &mut ids).unwrap());
+    let (pid, e0) = init(&mut m, "t", None, 0, &mut ids);
     check!(pid == ProducerId(1001));
     check!(e0 == ProducerEpoch(0));
-    let (pid2, e1) = ready(m.init_producer_id("t", 60_000, None, 1, &mut ids).unwrap());
+    let (pid2, e1) = init(&mut m, "t", None, 1, &mut ids);
     check!(pid2 == pid);
     check!(e1 == ProducerEpoch(1));
-    let (other, _) = ready(m.init_producer_id("u", 60_000, None, 1, &mut ids).unwrap());
+    let (other, _) = init(&mut m, "u", None, 1, &mut ids);
     check!(other != pid);
 }
 
 #[test]
+fn nothing_changes_until_a_transition_is_applied() {
+    let mut m = TxnManager::default();
+    let mut ids = counter();
+    let step = m.init_producer_id("t", 60_000, None, 0, &mut ids).unwrap();
+    check!(m.get("t").is_none());
+    assert2::assert!(let InitStep::Ready(t) = step);
+    m.apply(t);
+    let producer = (
+        m.get("t").unwrap().producer_id,
+        m.get("t").unwrap().producer_epoch,
+    );
+    let t = m
+        .add_partitions("t", producer.0, producer.1, [tp("a", 0)], 5)
+        .unwrap()
+        .unwrap();
+    check!(m.get("t").unwrap().state == TxnState::Empty);
+    check!(t.next.state == TxnState::Ongoing);
+    m.apply(t);
+    // Adding a partition already in the transaction persists nothing.
+    check!(
+        m.add_partitions("t", producer.0, producer.1, [tp("a", 0)], 6)
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
 fn timeout_above_the_maximum_is_refused() {
-    let mut m = TxnManager::new(900_000);
+    let m = TxnManager::new(900_000);
     let mut ids = counter();
     check!(
         m.init_producer_id("t", 900_001, None, 0, &mut ids)
@@ -64,10 +125,10 @@ fn timeout_above_the_maximum_is_refused() {
 fn exhausted_epoch_gets_a_fresh_producer_id() {
     let mut m = TxnManager::default();
     let mut ids = counter();
-    let (pid, _) = ready(m.init_producer_id("t", 1000, None, 0, &mut ids).unwrap());
+    let (pid, _) = init(&mut m, "t", None, 0, &mut ids);
     let mut last = (pid, ProducerEpoch(0));
     for _ in 0..(i16::MAX as usize) {
-        last = ready(m.init_producer_id("t", 1000, None, 0, &mut ids).unwrap());
+        last = init(&mut m, "t", None, 0, &mut ids);
         if last.0 != pid {
             break;
         }
@@ -80,17 +141,17 @@ fn exhausted_epoch_gets_a_fresh_producer_id() {
 fn full_commit_cycle_and_retry_of_end_txn() {
     let mut m = TxnManager::default();
     let mut ids = counter();
-    let (pid, epoch) = ready(m.init_producer_id("t", 60_000, None, 0, &mut ids).unwrap());
+    let (pid, epoch) = init(&mut m, "t", None, 0, &mut ids);
     check!(m.get("t").unwrap().state == TxnState::Empty);
-    m.add_partitions("t", pid, epoch, [tp("a", 0), tp("b", 1)], 5)
-        .unwrap();
+    add(&mut m, "t", (pid, epoch), &[tp("a", 0), tp("b", 1)], 5);
     check!(m.get("t").unwrap().state == TxnState::Ongoing);
     check!(m.verify("t", pid, epoch, &tp("a", 0)).is_ok());
     assert2::assert!(let Err(TxnError::InvalidTxnState(_)) = m.verify("t", pid, epoch, &tp("a", 1)));
-    assert2::assert!(let Ok(EndStep::WriteMarkers(done)) = m.end_txn("t", pid, epoch, true, 6));
+    assert2::assert!(let Ok(EndStep::Prepare(t, done)) = m.end_txn("t", pid, epoch, true, 6));
     check!(done.commit);
     check!(done.partitions == vec![tp("a", 0), tp("b", 1)]);
-    check!(m.get("t").unwrap().state == TxnState::PrepareCommit);
+    check!(t.next.state == TxnState::PrepareCommit);
+    m.apply(t);
     // While preparing: same outcome is concurrent, the opposite is invalid,
     // and nothing new can start.
     check!(m.end_txn("t", pid, epoch, true, 7) == Err(TxnError::ConcurrentTransactions));
@@ -98,16 +159,17 @@ fn full_commit_cycle_and_retry_of_end_txn() {
     check!(
         m.add_partitions("t", pid, epoch, [tp("a", 0)], 7) == Err(TxnError::ConcurrentTransactions)
     );
+    check!(m.verify("t", pid, epoch, &tp("a", 0)) == Err(TxnError::ConcurrentTransactions));
     check!(
         m.init_producer_id("t", 60_000, None, 7, &mut ids) == Err(TxnError::ConcurrentTransactions)
     );
-    m.complete(&done, 8);
+    complete(&mut m, &done, 8);
     check!(m.get("t").unwrap().state == TxnState::CompleteCommit);
     check!(m.get("t").unwrap().partitions.is_empty());
     check!(m.end_txn("t", pid, epoch, true, 9) == Ok(EndStep::AlreadyDone));
     assert2::assert!(let Err(TxnError::InvalidTxnState(_)) = m.end_txn("t", pid, epoch, false, 9));
     // The next transaction starts from CompleteCommit.
-    m.add_partitions("t", pid, epoch, [tp("c", 0)], 10).unwrap();
+    add(&mut m, "t", (pid, epoch), &[tp("c", 0)], 10);
     check!(m.get("t").unwrap().partitions.len() == 1);
     check!(m.get("t").unwrap().txn_start_ms == 10);
 }
@@ -116,7 +178,7 @@ fn full_commit_cycle_and_retry_of_end_txn() {
 fn end_txn_without_a_transaction_is_invalid() {
     let mut m = TxnManager::default();
     let mut ids = counter();
-    let (pid, epoch) = ready(m.init_producer_id("t", 60_000, None, 0, &mut ids).unwrap());
+    let (pid, epoch) = init(&mut m, "t", None, 0, &mut ids);
     assert2::assert!(let Err(TxnError::InvalidTxnState(_)) = m.end_txn("t", pid, epoch, true, 1));
     assert2::assert!(let Err(TxnError::InvalidTxnState(_)) = m.end_txn("t", pid, epoch, false, 1));
 }
@@ -125,7 +187,7 @@ fn end_txn_without_a_transaction_is_invalid() {
 fn wrong_producer_or_epoch_is_refused() {
     let mut m = TxnManager::default();
     let mut ids = counter();
-    let (pid, epoch) = ready(m.init_producer_id("t", 60_000, None, 0, &mut ids).unwrap());
+    let (pid, epoch) = init(&mut m, "t", None, 0, &mut ids);
     check!(
         m.add_partitions("nope", pid, epoch, [tp("a", 0)], 1)
             == Err(TxnError::InvalidProducerIdMapping)
@@ -146,10 +208,7 @@ fn wrong_producer_or_epoch_is_refused() {
         m.init_producer_id("t", 60_000, Some((pid, ProducerEpoch(9))), 1, &mut ids)
             == Err(TxnError::ProducerFenced)
     );
-    let (_, bumped) = ready(
-        m.init_producer_id("t", 60_000, Some((pid, epoch)), 1, &mut ids)
-            .unwrap(),
-    );
+    let (_, bumped) = init(&mut m, "t", Some((pid, epoch)), 1, &mut ids);
     check!(bumped == ProducerEpoch(epoch.0 + 1));
 }
 
@@ -157,17 +216,19 @@ fn wrong_producer_or_epoch_is_refused() {
 fn init_during_an_open_transaction_fences_and_aborts_it() {
     let mut m = TxnManager::default();
     let mut ids = counter();
-    let (pid, old) = ready(m.init_producer_id("t", 60_000, None, 0, &mut ids).unwrap());
-    m.add_partitions("t", pid, old, [tp("a", 0)], 1).unwrap();
-    assert2::assert!(let Ok(InitStep::AbortFirst(abort)) = m.init_producer_id("t", 60_000, None, 2, &mut ids));
+    let (pid, old) = init(&mut m, "t", None, 0, &mut ids);
+    add(&mut m, "t", (pid, old), &[tp("a", 0)], 1);
+    assert2::assert!(let Ok(InitStep::AbortFirst(t, abort)) = m.init_producer_id("t", 60_000, None, 2, &mut ids));
+    check!(t.next.state == TxnState::PrepareAbort);
+    m.apply(t);
     check!(!abort.commit);
     check!(abort.producer_epoch == ProducerEpoch(old.0 + 1));
     check!(abort.partitions == vec![tp("a", 0)]);
     // The old producer is fenced at once.
     check!(m.end_txn("t", pid, old, true, 3) == Err(TxnError::ProducerFenced));
-    m.complete(&abort, 3);
+    complete(&mut m, &abort, 3);
     check!(m.get("t").unwrap().state == TxnState::CompleteAbort);
-    let (pid2, e) = ready(m.init_producer_id("t", 60_000, None, 4, &mut ids).unwrap());
+    let (pid2, e) = init(&mut m, "t", None, 4, &mut ids);
     check!(pid2 == pid);
     check!(e == ProducerEpoch(old.0 + 2));
     check!(m.get("t").unwrap().state == TxnState::Empty);
@@ -177,18 +238,24 @@ fn init_during_an_open_transaction_fences_and_aborts_it() {
 fn expired_transactions_are_aborted_under_a_bumped_epoch() {
     let mut m = TxnManager::default();
     let mut ids = counter();
-    let (pid, epoch) = ready(m.init_producer_id("t", 1_000, None, 0, &mut ids).unwrap());
-    m.add_partitions("t", pid, epoch, [tp("a", 0)], 100)
-        .unwrap();
-    check!(m.due(1_099).is_empty());
-    let due = m.due(1_100);
-    assert2::assert!(let [abort] = due.as_slice());
+    let step = m.init_producer_id("t", 1_000, None, 0, &mut ids).unwrap();
+    assert2::assert!(let InitStep::Ready(t) = step);
+    let (pid, epoch) = (t.next.producer_id, t.next.producer_epoch);
+    m.apply(t);
+    add(&mut m, "t", (pid, epoch), &[tp("a", 0)], 100);
+    check!(m.due_ids(1_099).is_empty());
+    check!(m.due_ids(1_100) == vec!["t".to_owned()]);
+    let (transition, abort) = m.due("t", 1_100).unwrap();
+    let transition = transition.expect("the abort is persisted first");
+    check!(transition.next.state == TxnState::PrepareAbort);
+    m.apply(transition);
     check!(!abort.commit);
     check!(abort.producer_epoch == ProducerEpoch(epoch.0 + 1));
     // Handed out once while in flight.
-    check!(m.due(5_000).is_empty());
+    check!(m.due_ids(5_000).is_empty());
+    check!(m.due("t", 5_000).is_none());
     check!(m.end_txn("t", pid, epoch, true, 1_200) == Err(TxnError::ProducerFenced));
-    m.complete(abort, 1_300);
+    complete(&mut m, &abort, 1_300);
     check!(m.get("t").unwrap().state == TxnState::CompleteAbort);
 }
 
@@ -196,25 +263,43 @@ fn expired_transactions_are_aborted_under_a_bumped_epoch() {
 fn failed_markers_are_retried_for_the_failed_partitions_only() {
     let mut m = TxnManager::default();
     let mut ids = counter();
-    let (pid, epoch) = ready(m.init_producer_id("t", 60_000, None, 0, &mut ids).unwrap());
-    m.add_partitions("t", pid, epoch, [tp("a", 0), tp("b", 0)], 1)
-        .unwrap();
-    assert2::assert!(let Ok(EndStep::WriteMarkers(done)) = m.end_txn("t", pid, epoch, true, 2));
+    let (pid, epoch) = init(&mut m, "t", None, 0, &mut ids);
+    add(&mut m, "t", (pid, epoch), &[tp("a", 0), tp("b", 0)], 1);
+    assert2::assert!(let Ok(EndStep::Prepare(t, done)) = m.end_txn("t", pid, epoch, true, 2));
+    m.apply(t);
+    check!(m.due_ids(3).is_empty());
     m.retry_later(&done, vec![tp("b", 0)], 3);
     check!(m.get("t").unwrap().state == TxnState::PrepareCommit);
-    let due = m.due(4);
-    assert2::assert!(let [again] = due.as_slice());
+    let (transition, again) = m.due("t", 4).unwrap();
+    check!(transition.is_none());
     check!(again.commit);
     check!(again.partitions == vec![tp("b", 0)]);
-    m.retry_later(again, Vec::new(), 5);
+    complete(&mut m, &again, 5);
     check!(m.get("t").unwrap().state == TxnState::CompleteCommit);
 }
 
-/// Records markers; can be told to fail.
+#[test]
+fn idle_ids_expire_but_not_with_a_transaction_open() {
+    let mut m = TxnManager::default();
+    let mut ids = counter();
+    let idle = init(&mut m, "idle", None, 0, &mut ids);
+    let busy = init(&mut m, "busy", None, 0, &mut ids);
+    add(&mut m, "busy", busy, &[tp("a", 0)], 10);
+    check!(m.expired(999, 1_000).is_empty());
+    check!(m.expired(1_000, 1_000) == vec!["idle".to_owned()]);
+    check!(m.expired(100_000, 1_000) == vec!["idle".to_owned()]);
+    let _ = idle;
+    m.remove("idle");
+    check!(m.get("idle").is_none());
+}
+
+/// Records markers; can be told to fail; checks that the prepare is
+/// durable when each marker is written.
 #[derive(Default)]
 struct Markers {
     written: Mutex<Vec<(TopicPartition, ControlMarker)>>,
     fail: AtomicBool,
+    log: Mutex<Option<Arc<InMemoryTxnStateLog>>>,
 }
 
 impl MarkerWriter for Markers {
@@ -224,6 +309,23 @@ impl MarkerWriter for Markers {
         }
         if p.topic == "deleted" {
             return Err(MarkerError::Gone);
+        }
+        if let Some(log) = self.log.lock().unwrap().as_ref() {
+            // The producer's latest record (an id's records share a partition).
+            let state = log
+                .all_records()
+                .into_iter()
+                .filter_map(|(_, r)| TransactionLogValue::decode(&r.value?).ok())
+                .filter(|v| v.producer_id == marker.producer_id)
+                .last()
+                .unwrap()
+                .state;
+            let expect = if marker.commit {
+                TxnState::PrepareCommit
+            } else {
+                TxnState::PrepareAbort
+            };
+            assert_eq!(state, expect, "a marker before its prepare was durable");
         }
         self.written.lock().unwrap().push((p.clone(), marker));
         Ok(())
@@ -239,81 +341,270 @@ impl ProducerIdSource for Ids {
     }
 }
 
-fn coordinator() -> (TransactionCoordinator, Arc<Markers>, Arc<ManualClock>) {
-    let markers = Arc::new(Markers::default());
-    let clock = Arc::new(ManualClock::new(0));
-    let c = TransactionCoordinator::new(
-        900_000,
-        Arc::clone(&markers) as Arc<dyn MarkerWriter>,
-        Arc::new(Ids::default()),
-        Arc::clone(&clock) as Arc<dyn krabka_log::Clock>,
-    );
-    (c, markers, clock)
+struct Fixture {
+    c: TransactionCoordinator,
+    markers: Arc<Markers>,
+    clock: Arc<ManualClock>,
+    log: Arc<InMemoryTxnStateLog>,
+    ids: Arc<Ids>,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self::over(
+            Arc::new(InMemoryTxnStateLog::new()),
+            Arc::new(ManualClock::new(0)),
+            Arc::new(Ids::default()),
+        )
+    }
+
+    fn over(log: Arc<InMemoryTxnStateLog>, clock: Arc<ManualClock>, ids: Arc<Ids>) -> Self {
+        let markers = Arc::new(Markers::default());
+        *markers.log.lock().unwrap() = Some(Arc::clone(&log));
+        let c = TransactionCoordinator::load(
+            TxnConfig {
+                id_expiration_ms: 10_000,
+                ..TxnConfig::default()
+            },
+            Arc::clone(&log) as Arc<dyn TxnStateLog>,
+            Arc::clone(&markers) as Arc<dyn MarkerWriter>,
+            Arc::clone(&ids) as Arc<dyn ProducerIdSource>,
+            Arc::clone(&clock) as Arc<dyn krabka_log::Clock>,
+        )
+        .unwrap();
+        Self {
+            c,
+            markers,
+            clock,
+            log,
+            ids,
+        }
+    }
+
+    /// A coordinator reloaded from the same log (and the same persisted id
+    /// allocator), as after a restart.
+    fn restart(&self) -> Self {
+        Self::over(
+            Arc::clone(&self.log),
+            Arc::clone(&self.clock),
+            Arc::clone(&self.ids),
+        )
+    }
+
+    fn state(&self, id: &str) -> Option<TxnState> {
+        self.c.with_state(|s| s.get(id).map(|m| m.state))
+    }
+
+    /// The states persisted for `id`, in order.
+    fn persisted(&self, id: &str) -> Vec<Option<TxnState>> {
+        self.log
+            .records(self.c.partition_for(id))
+            .into_iter()
+            .filter(|r| decode_key(&r.key).unwrap() == id)
+            .map(|r| {
+                r.value
+                    .map(|v| TransactionLogValue::decode(&v).unwrap().state)
+            })
+            .collect()
+    }
 }
 
 #[test]
-fn end_txn_writes_a_marker_to_every_partition() {
-    let (c, markers, _) = coordinator();
-    let (pid, epoch) = c.init_producer_id("t", 60_000, None).unwrap();
-    c.add_partitions(
+fn every_change_is_persisted_in_kafkas_order_before_it_takes_effect() {
+    let f = Fixture::new();
+    let (pid, epoch) = f.c.init_producer_id("t", 60_000, None).unwrap();
+    f.c.add_partitions(
         "t",
         pid,
         epoch,
         vec![tp("a", 0), tp("deleted", 0), tp("b", 2)],
     )
     .unwrap();
-    c.end_txn("t", pid, epoch, true).unwrap();
-    let written = markers.written.lock().unwrap().clone();
+    // Nothing new: nothing written.
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
+    f.c.end_txn("t", pid, epoch, true).unwrap();
+    let written = f.markers.written.lock().unwrap().clone();
     check!(written.len() == 2);
     for (_, m) in &written {
         check!(m.commit);
         check!(m.producer_id == pid);
         check!(m.producer_epoch == epoch);
     }
-    check!(c.with_state(|s| s.get("t").unwrap().state) == TxnState::CompleteCommit);
+    check!(f.state("t") == Some(TxnState::CompleteCommit));
+    use TxnState::*;
+    check!(
+        f.persisted("t")
+            == vec![
+                Some(Empty),
+                Some(Ongoing),
+                Some(PrepareCommit),
+                Some(CompleteCommit)
+            ]
+    );
+    // Records go to Kafka's partition for the id (Java hashCode "t" = 116).
+    check!(f.c.partition_for("t") == 116 % 50);
+}
+
+#[test]
+fn a_failed_write_changes_nothing_and_answers_not_coordinator() {
+    let f = Fixture::new();
+    let (pid, epoch) = f.c.init_producer_id("t", 60_000, None).unwrap();
+    f.log.set_fail_appends(true);
+    assert2::assert!(let Err(TxnError::NotCoordinator(_)) = f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)]));
+    check!(f.state("t") == Some(TxnState::Empty));
+    assert2::assert!(let Err(TxnError::NotCoordinator(_)) = f.c.init_producer_id("t", 60_000, None));
+    check!(f.c.with_state(|s| s.get("t").unwrap().producer_epoch) == epoch);
+    check!(
+        TxnError::NotCoordinator(String::new())
+            .response_error()
+            .code()
+            == 16
+    );
+    f.log.set_fail_appends(false);
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
+    // A failed prepare leaves the transaction open; no marker is written.
+    f.log.set_fail_appends(true);
+    assert2::assert!(let Err(TxnError::NotCoordinator(_)) = f.c.end_txn("t", pid, epoch, true));
+    check!(f.state("t") == Some(TxnState::Ongoing));
+    check!(f.markers.written.lock().unwrap().is_empty());
+    f.log.set_fail_appends(false);
+    f.c.end_txn("t", pid, epoch, true).unwrap();
+    check!(f.state("t") == Some(TxnState::CompleteCommit));
 }
 
 #[test]
 fn a_second_producer_fences_the_first_and_aborts_its_transaction() {
-    let (c, markers, _) = coordinator();
-    let (pid, first) = c.init_producer_id("t", 60_000, None).unwrap();
-    c.add_partitions("t", pid, first, vec![tp("a", 0)]).unwrap();
-    let (pid2, second) = c.init_producer_id("t", 60_000, None).unwrap();
+    let f = Fixture::new();
+    let (pid, first) = f.c.init_producer_id("t", 60_000, None).unwrap();
+    f.c.add_partitions("t", pid, first, vec![tp("a", 0)])
+        .unwrap();
+    let (pid2, second) = f.c.init_producer_id("t", 60_000, None).unwrap();
     check!(pid2 == pid);
     check!(second.0 == first.0 + 2);
-    let written = markers.written.lock().unwrap().clone();
+    let written = f.markers.written.lock().unwrap().clone();
     assert2::assert!(let [(p, m)] = written.as_slice());
     check!(*p == tp("a", 0));
     check!(!m.commit);
     check!(m.producer_epoch.0 == first.0 + 1);
-    check!(c.end_txn("t", pid, first, true) == Err(TxnError::ProducerFenced));
+    check!(f.c.end_txn("t", pid, first, true) == Err(TxnError::ProducerFenced));
     assert2::assert!(let
-        Err(TxnError::ProducerFenced) = c.verify("t", pid, first, &tp("a", 0))
+        Err(TxnError::ProducerFenced) = f.c.verify("t", pid, first, &tp("a", 0))
+    );
+    use TxnState::*;
+    check!(
+        f.persisted("t")
+            == vec![
+                Some(Empty),
+                Some(Ongoing),
+                Some(PrepareAbort),
+                Some(CompleteAbort),
+                Some(Empty)
+            ]
     );
 }
 
 #[test]
 fn the_tick_aborts_after_the_timeout_and_retries_failed_markers() {
-    let (c, markers, clock) = coordinator();
-    let (pid, epoch) = c.init_producer_id("t", 1_000, None).unwrap();
-    c.add_partitions("t", pid, epoch, vec![tp("a", 0)]).unwrap();
-    check!(c.tick() == 0);
-    markers.fail.store(true, Ordering::SeqCst);
-    clock.advance(1_000);
-    check!(c.tick() == 1);
-    check!(c.with_state(|s| s.get("t").unwrap().state) == TxnState::PrepareAbort);
-    markers.fail.store(false, Ordering::SeqCst);
-    check!(c.tick() == 1);
-    check!(c.with_state(|s| s.get("t").unwrap().state) == TxnState::CompleteAbort);
-    check!(markers.written.lock().unwrap().len() == 1);
-    check!(c.tick() == 0);
+    let f = Fixture::new();
+    let (pid, epoch) = f.c.init_producer_id("t", 1_000, None).unwrap();
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
+    check!(f.c.tick() == 0);
+    f.markers.fail.store(true, Ordering::SeqCst);
+    f.clock.advance(1_000);
+    check!(f.c.tick() == 1);
+    check!(f.state("t") == Some(TxnState::PrepareAbort));
+    f.markers.fail.store(false, Ordering::SeqCst);
+    check!(f.c.tick() == 1);
+    check!(f.state("t") == Some(TxnState::CompleteAbort));
+    check!(f.markers.written.lock().unwrap().len() == 1);
+    check!(f.c.tick() == 0);
 }
 
 #[test]
-fn old_versions_see_invalid_producer_epoch_for_fencing() {
+fn a_restart_replays_the_state_and_completes_what_was_preparing() {
+    let f = Fixture::new();
+    let (pid, epoch) = f.c.init_producer_id("t", 60_000, None).unwrap();
+    f.clock.set(500);
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0), tp("b", 0)])
+        .unwrap();
+    let (open_pid, open_epoch) = f.c.init_producer_id("open", 2_000, None).unwrap();
+    f.c.add_partitions("open", open_pid, open_epoch, vec![tp("a", 1)])
+        .unwrap();
+    // The commit's markers fail, as if the broker died right after the
+    // prepare was written.
+    f.markers.fail.store(true, Ordering::SeqCst);
+    f.c.end_txn("t", pid, epoch, true).unwrap();
+    check!(f.state("t") == Some(TxnState::PrepareCommit));
+
+    let again = f.restart();
+    check!(again.state("t") == Some(TxnState::PrepareCommit));
+    check!(again.state("open") == Some(TxnState::Ongoing));
+    let meta = again.c.with_state(|s| s.get("t").unwrap().clone());
+    check!(meta.producer_id == pid);
+    check!(meta.producer_epoch == epoch);
+    check!(meta.txn_start_ms == 500);
+    check!(meta.partitions.len() == 2);
+    // The first tick writes every marker of the prepared commit, then its
+    // completion; the open transaction waits for its timeout.
+    check!(again.c.tick() == 1);
+    check!(again.state("t") == Some(TxnState::CompleteCommit));
+    let written = again.markers.written.lock().unwrap().clone();
+    check!(written.len() == 2);
+    check!(
+        written
+            .iter()
+            .all(|(_, m)| m.commit && m.producer_epoch == epoch)
+    );
+    check!(again.state("open") == Some(TxnState::Ongoing));
+    again.clock.set(2_500);
+    check!(again.c.tick() == 1);
+    check!(again.state("open") == Some(TxnState::CompleteAbort));
+    // The fenced producer stays fenced after yet another restart.
+    let third = again.restart();
+    check!(third.c.end_txn("open", open_pid, open_epoch, true) == Err(TxnError::ProducerFenced));
+    check!(third.c.with_state(|s| s.get("t").unwrap().state) == TxnState::CompleteCommit);
+    // The same producer id and the next epoch carry on.
+    let (pid2, epoch2) = third.c.init_producer_id("t", 60_000, None).unwrap();
+    check!(pid2 == pid);
+    check!(epoch2.0 == epoch.0 + 1);
+}
+
+#[test]
+fn expired_ids_are_tombstoned_and_stay_gone_after_a_restart() {
+    let f = Fixture::new();
+    let (first, _) = f.c.init_producer_id("old", 60_000, None).unwrap();
+    let (pid, epoch) = f.c.init_producer_id("busy", 60_000, None).unwrap();
+    f.c.add_partitions("busy", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
+    f.clock.set(9_999);
+    check!(f.c.expire_transactional_ids() == 0);
+    f.clock.set(10_000);
+    check!(f.c.expire_transactional_ids() == 1);
+    check!(f.state("old").is_none());
+    check!(f.state("busy") == Some(TxnState::Ongoing));
+    check!(f.persisted("old").last() == Some(&None));
+    let again = f.restart();
+    check!(again.state("old").is_none());
+    // The id starts over with a fresh producer id.
+    let (second, epoch) = again.c.init_producer_id("old", 60_000, None).unwrap();
+    check!(second != first);
+    check!(epoch == ProducerEpoch(0));
+}
+
+#[test]
+fn fencing_codes_follow_the_request_version() {
     check!(TxnError::ProducerFenced.code_for(1, 2) == 47);
     check!(TxnError::ProducerFenced.code_for(2, 2) == 90);
     check!(TxnError::InvalidTransactionTimeout.code_for(0, 2) == 50);
+    // A transactional write's verification, as the broker converts it.
+    let outside = TxnError::InvalidTxnState("x".into());
+    check!(outside.verification_code(false) == 48);
+    check!(outside.verification_code(true) == 120);
+    check!(TxnError::ProducerFenced.verification_code(true) == 47);
+    check!(TxnError::InvalidProducerIdMapping.verification_code(false) == 49);
 }
 
 #[test]
@@ -322,7 +613,8 @@ fn add_partitions_with_an_unknown_partition_adds_nothing() {
         AddPartitionsToTxnRequest, TopicName, TransactionalId,
         add_partitions_to_txn_request::AddPartitionsToTxnTopic,
     };
-    let (c, _, _) = coordinator();
+    let f = Fixture::new();
+    let c = &f.c;
     let (pid, epoch) = c.init_producer_id("t", 60_000, None).unwrap();
     let mut request = AddPartitionsToTxnRequest::default();
     request.v3_and_below_transactional_id = TransactionalId("t".into());
@@ -340,13 +632,13 @@ fn add_partitions_with_an_unknown_partition_adds_nothing() {
         .map(|r| r.partition_error_code)
         .collect();
     check!(codes == vec![55, 3]);
-    check!(c.with_state(|s| s.get("t").unwrap().state) == TxnState::Empty);
+    check!(f.state("t") == Some(TxnState::Empty));
     request.v3_and_below_topics[0].partitions = vec![0];
     let response = c.handle_add_partitions(3, &request, &exists);
     check!(
         response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
     );
-    check!(c.with_state(|s| s.get("t").unwrap().state) == TxnState::Ongoing);
+    check!(f.state("t") == Some(TxnState::Ongoing));
     // A stale epoch: PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before.
     request.v3_and_below_producer_epoch = epoch.0 - 1;
     let v1 = c.handle_add_partitions(1, &request, &exists);
@@ -355,64 +647,36 @@ fn add_partitions_with_an_unknown_partition_adds_nothing() {
     check!(v3.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 90);
 }
 
-#[derive(Default)]
-struct Committed(Mutex<Vec<kafka_protocol::messages::TxnOffsetCommitRequest>>);
-
-impl super::OffsetCommitter for Committed {
-    fn commit_offsets(&self, staged: Vec<kafka_protocol::messages::TxnOffsetCommitRequest>) {
-        self.0.lock().unwrap().extend(staged);
-    }
-}
-
-fn offset_commit(
-    pid: ProducerId,
-    epoch: ProducerEpoch,
-    offset: i64,
-) -> kafka_protocol::messages::TxnOffsetCommitRequest {
-    use kafka_protocol::messages::{
-        GroupId, TopicName, TransactionalId, TxnOffsetCommitRequest,
-        txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
-    };
-    let mut p = TxnOffsetCommitRequestPartition::default();
-    p.partition_index = 0;
-    p.committed_offset = offset;
-    let mut t = TxnOffsetCommitRequestTopic::default();
-    t.name = TopicName("in".into());
-    t.partitions = vec![p];
-    let mut r = TxnOffsetCommitRequest::default();
-    r.transactional_id = TransactionalId("t".into());
-    r.group_id = GroupId("g".into());
-    r.producer_id = kafka_protocol::messages::ProducerId(pid.0);
-    r.producer_epoch = epoch.0;
-    r.topics = vec![t];
-    r
-}
-
 #[test]
-fn transactional_offsets_are_applied_on_commit_only() {
-    let (c, _, _) = coordinator();
-    let committed = Arc::new(Committed::default());
-    c.set_offset_committer(Arc::clone(&committed) as Arc<dyn super::OffsetCommitter>);
-    let (pid, epoch) = c.init_producer_id("t", 60_000, None).unwrap();
-    // Without AddOffsetsToTxn the group's partition is not in the transaction.
-    let refused = c.handle_txn_offset_commit(offset_commit(pid, epoch, 5), "__consumer_offsets", 7);
-    check!(refused.topics[0].partitions[0].error_code == 48);
-    c.add_partitions("t", pid, epoch, vec![tp("__consumer_offsets", 7)])
+fn verify_only_answers_transaction_abortable_for_a_partition_outside() {
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, TopicName, TransactionalId,
+        add_partitions_to_txn_request::{AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction},
+    };
+    let f = Fixture::new();
+    let (pid, epoch) = f.c.init_producer_id("t", 60_000, None).unwrap();
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
         .unwrap();
-    let ok = c.handle_txn_offset_commit(offset_commit(pid, epoch, 5), "__consumer_offsets", 7);
-    check!(ok.topics[0].partitions[0].error_code == 0);
-    check!(c.staged_offsets("t") == 1);
-    c.end_txn("t", pid, epoch, false).unwrap();
-    check!(committed.0.lock().unwrap().is_empty());
-    check!(c.staged_offsets("t") == 0);
-    c.add_partitions("t", pid, epoch, vec![tp("__consumer_offsets", 7)])
-        .unwrap();
-    c.handle_txn_offset_commit(offset_commit(pid, epoch, 9), "__consumer_offsets", 7);
-    check!(committed.0.lock().unwrap().is_empty());
-    c.end_txn("t", pid, epoch, true).unwrap();
-    let applied = committed.0.lock().unwrap().clone();
-    assert2::assert!(let [only] = applied.as_slice());
-    check!(only.topics[0].partitions[0].committed_offset == 9);
+    let mut topic = AddPartitionsToTxnTopic::default();
+    topic.name = TopicName("a".into());
+    topic.partitions = vec![0, 1];
+    let mut txn = AddPartitionsToTxnTransaction::default();
+    txn.transactional_id = TransactionalId("t".into());
+    txn.producer_id = kafka_protocol::messages::ProducerId(pid.0);
+    txn.producer_epoch = epoch.0;
+    txn.verify_only = true;
+    txn.topics = vec![topic];
+    let mut request = AddPartitionsToTxnRequest::default();
+    request.transactions = vec![txn];
+    let response = f.c.handle_add_partitions_batched(&request, &|_, _| true);
+    let codes: Vec<i16> = response.results_by_transaction[0].topic_results[0]
+        .results_by_partition
+        .iter()
+        .map(|r| r.partition_error_code)
+        .collect();
+    check!(codes == vec![0, 120]);
+    // Verifying added nothing.
+    check!(f.c.with_state(|s| s.get("t").unwrap().partitions.len()) == 1);
 }
 
 #[test]
@@ -420,7 +684,8 @@ fn describe_and_list_transactions_report_the_state() {
     use kafka_protocol::messages::{
         DescribeTransactionsRequest, ListTransactionsRequest, TransactionalId,
     };
-    let (c, _, clock) = coordinator();
+    let f = Fixture::new();
+    let (c, clock) = (&f.c, &f.clock);
     let (pid, epoch) = c.init_producer_id("t", 60_000, None).unwrap();
     c.init_producer_id("idle", 60_000, None).unwrap();
     clock.set(1_000);
@@ -450,8 +715,27 @@ fn describe_and_list_transactions_report_the_state() {
     check!(listed.transaction_states.len() == 1);
     check!(listed.unknown_state_filters.len() == 1);
     l.state_filters.clear();
+    l.producer_id_filters = vec![kafka_protocol::messages::ProducerId(pid.0)];
+    check!(c.handle_list_transactions(&l).transaction_states.len() == 1);
+    l.producer_id_filters.clear();
     l.duration_filter = 3_999;
     check!(c.handle_list_transactions(&l).transaction_states.len() == 1);
     l.duration_filter = 4_000;
     check!(c.handle_list_transactions(&l).transaction_states.is_empty());
+}
+
+#[test]
+fn transitions_carry_what_kafka_persists() {
+    // The Empty record of a fresh id: no partitions, no start time.
+    let m = TxnManager::default();
+    let step = m
+        .init_producer_id("t", 30_000, None, 42, &mut counter())
+        .unwrap();
+    assert2::assert!(let InitStep::Ready(Transition { next, .. }) = step);
+    let value = next.to_value();
+    check!(value.state == TxnState::Empty);
+    check!(value.timeout_ms == 30_000);
+    check!(value.start_ms == -1);
+    check!(value.last_update_ms == 42);
+    check!(value.partitions.is_empty());
 }

@@ -1,39 +1,38 @@
-//! The coordinator's side of the broker: its seams over the partition layer
-//! and the topic registry, the request dispatch for its APIs, and the
-//! produce path's check of transactional batches.
+//! The coordinator's side of the broker's request dispatch: decoding its
+//! APIs, running them on the blocking pool, routing TxnOffsetCommit to the
+//! group coordinator once the transaction holds the group's partition, and
+//! the produce path's check of transactional batches.
 //!
-//! The coordinator is created on first use ([`coordinator`]) and starts its
-//! timeout task then, so the broker's startup needs no change.
+//! The coordinator is started with the broker
+//! ([`broker_log::start`](super::broker_log::start)); until then (or
+//! without it, in tests of other modules) its APIs are answered
+//! COORDINATOR_NOT_AVAILABLE.
 
 use {
-    super::{
-        SUPPORTED_APIS, TRANSACTION_ABORT_INTERVAL_MS,
-        coordinator::{MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator},
-        error::TxnError,
-        state::{DEFAULT_MAX_TIMEOUT_MS, TopicPartition},
-    },
+    super::{SUPPORTED_APIS, coordinator::TransactionCoordinator, state::TopicPartition},
     crate::{
         broker::Broker,
-        coordinator::group::{OFFSETS_TOPIC, partitioner},
+        coordinator::group::{OFFSETS_TOPIC, RequestContext},
         network::codec::encode_response,
-        partition::LEADER_EPOCH,
     },
     bytes::Bytes,
     kafka_protocol::{
         error::ResponseError,
         messages::{
-            AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, DescribeTransactionsRequest,
-            EndTxnRequest, ListTransactionsRequest, OffsetCommitRequest, TxnOffsetCommitRequest,
-            offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
+            AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+            AddPartitionsToTxnResponse, ApiKey, DescribeProducersRequest,
+            DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest,
+            EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
+            ListTransactionsResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+            txn_offset_commit_response::{
+                TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+            },
         },
         protocol::Decodable,
     },
     krabka_ids::{ProducerEpoch, ProducerId},
-    krabka_log::{ControlMarker, SystemClock, batch::BatchHeader},
-    std::{
-        sync::{Arc, Weak},
-        time::Duration,
-    },
+    krabka_log::batch::BatchHeader,
+    std::sync::Arc,
 };
 
 /// A decoded request of one of the transaction coordinator's APIs
@@ -48,6 +47,7 @@ pub enum TxnRequest {
     TxnOffsetCommit(TxnOffsetCommitRequest),
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
+    DescribeProducers(DescribeProducersRequest),
 }
 
 /// Whether `api` is one of the coordinator's.
@@ -73,197 +73,9 @@ pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<TxnRequest, 
         ApiKey::TxnOffsetCommit => TxnRequest::TxnOffsetCommit(d(buf, version)?),
         ApiKey::DescribeTransactions => TxnRequest::DescribeTransactions(d(buf, version)?),
         ApiKey::ListTransactions => TxnRequest::ListTransactions(d(buf, version)?),
+        ApiKey::DescribeProducers => TxnRequest::DescribeProducers(d(buf, version)?),
         other => return Err(format!("{other:?} is not a transaction coordinator API")),
     })
-}
-
-/// Markers go straight into the partition's log.
-struct PartitionMarkers {
-    broker: Weak<Broker>,
-}
-
-impl MarkerWriter for PartitionMarkers {
-    fn write_marker(
-        &self,
-        partition: &TopicPartition,
-        marker: ControlMarker,
-    ) -> Result<(), MarkerError> {
-        let broker = self
-            .broker
-            .upgrade()
-            .ok_or_else(|| MarkerError::Failed("the broker is shutting down".into()))?;
-        let target = broker
-            .partitions
-            .get(&partition.topic, partition.partition)
-            .ok_or(MarkerError::Gone)?;
-        target
-            .log
-            .append_control_marker(marker, LEADER_EPOCH)
-            .map_err(|e| MarkerError::Failed(e.to_string()))?;
-        broker.partitions.notify_append();
-        Ok(())
-    }
-}
-
-/// Producer ids from the registry's persisted allocator (shared with
-/// idempotent producers, so no id is ever handed out twice).
-struct RegistryIds {
-    broker: Weak<Broker>,
-}
-
-impl ProducerIdSource for RegistryIds {
-    fn allocate(&self) -> Result<ProducerId, TxnError> {
-        let broker = self
-            .broker
-            .upgrade()
-            .ok_or_else(|| TxnError::Storage("the broker is shutting down".into()))?;
-        broker
-            .registry
-            .allocate_producer_id()
-            .map(ProducerId)
-            .map_err(|e| TxnError::Storage(format!("{e:?}")))
-    }
-}
-
-/// Committed transactional offsets go through the group coordinator's
-/// OffsetCommit (with the generation and member the consumer sent, so a
-/// zombie member's offsets are refused as they would be outside a
-/// transaction).
-struct GroupOffsets {
-    broker: Weak<Broker>,
-    runtime: tokio::runtime::Handle,
-}
-
-/// The OffsetCommit version whose semantics the staged commit uses (the
-/// classic protocol's newest before KIP-848's member epochs).
-const OFFSET_COMMIT_VERSION: i16 = 8;
-
-fn as_offset_commit(staged: TxnOffsetCommitRequest) -> OffsetCommitRequest {
-    let mut r = OffsetCommitRequest::default();
-    r.group_id = staged.group_id;
-    r.generation_id_or_member_epoch = staged.generation_id;
-    r.member_id = staged.member_id;
-    r.group_instance_id = staged.group_instance_id;
-    r.retention_time_ms = -1;
-    r.topics = staged
-        .topics
-        .into_iter()
-        .map(|t| {
-            let mut topic = OffsetCommitRequestTopic::default();
-            topic.name = t.name;
-            topic.partitions = t
-                .partitions
-                .into_iter()
-                .map(|p| {
-                    let mut out = OffsetCommitRequestPartition::default();
-                    out.partition_index = p.partition_index;
-                    out.committed_offset = p.committed_offset;
-                    out.committed_leader_epoch = p.committed_leader_epoch;
-                    out.committed_metadata = p.committed_metadata;
-                    out
-                })
-                .collect();
-            topic
-        })
-        .collect();
-    r
-}
-
-impl super::OffsetCommitter for GroupOffsets {
-    fn commit_offsets(&self, staged: Vec<TxnOffsetCommitRequest>) {
-        let Some(broker) = self.broker.upgrade() else {
-            return;
-        };
-        let Some(groups) = broker.groups.get() else {
-            tracing::error!("committed transactional offsets dropped: no group coordinator");
-            return;
-        };
-        for request in staged {
-            let group = request.group_id.0.as_str().to_owned();
-            let ctx = crate::coordinator::group::RequestContext::new(
-                OFFSET_COMMIT_VERSION,
-                "transaction-coordinator",
-                String::new(),
-            );
-            let response = self
-                .runtime
-                .block_on(groups.offset_commit(&ctx, as_offset_commit(request)));
-            for topic in &response.topics {
-                for p in topic.partitions.iter().filter(|p| p.error_code != 0) {
-                    tracing::warn!(
-                        %group,
-                        topic = %topic.name.0,
-                        partition = p.partition_index,
-                        error = p.error_code,
-                        "a committed transactional offset was refused"
-                    );
-                }
-            }
-        }
-    }
-}
-
-/// `transaction.max.timeout.ms` from the broker's explicit settings.
-fn max_timeout_ms(broker: &Broker) -> i32 {
-    broker
-        .config
-        .explicit
-        .get("transaction.max.timeout.ms")
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        .filter(|v| *v > 0)
-        .unwrap_or(DEFAULT_MAX_TIMEOUT_MS)
-}
-
-/// The broker's transaction coordinator, created (and its timeout task
-/// started, when inside a tokio runtime) on first use.
-pub fn coordinator(broker: &Arc<Broker>) -> Arc<TransactionCoordinator> {
-    Arc::clone(broker.txns.get_or_init(|| {
-        let coordinator = Arc::new(TransactionCoordinator::new(
-            max_timeout_ms(broker),
-            Arc::new(PartitionMarkers {
-                broker: Arc::downgrade(broker),
-            }),
-            Arc::new(RegistryIds {
-                broker: Arc::downgrade(broker),
-            }),
-            Arc::new(SystemClock),
-        ));
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            coordinator.set_offset_committer(Arc::new(GroupOffsets {
-                broker: Arc::downgrade(broker),
-                runtime,
-            }));
-            spawn_timeout_task(Arc::downgrade(&coordinator), broker.shutdown_signal());
-        }
-        coordinator
-    }))
-}
-
-/// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`
-/// loop: aborts expired transactions and retries failed markers.
-fn spawn_timeout_task(
-    coordinator: Weak<TransactionCoordinator>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_millis(TRANSACTION_ABORT_INTERVAL_MS));
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = every.tick() => {}
-                _ = shutdown.changed() => return,
-            }
-            if *shutdown.borrow() {
-                return;
-            }
-            let Some(c) = coordinator.upgrade() else {
-                return;
-            };
-            if tokio::task::spawn_blocking(move || c.tick()).await.is_err() {
-                return;
-            }
-        }
-    });
 }
 
 /// Runs a blocking coordinator call on the blocking pool.
@@ -271,6 +83,173 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| format!("transaction coordinator task failed: {e}"))
+}
+
+/// The `__consumer_offsets` partition of `group`.
+fn offsets_partition(broker: &Broker, group: &str) -> i32 {
+    match broker.groups.get() {
+        Some(groups) => groups.partition_for(group),
+        None => crate::coordinator::group::partitioner::partition_for(
+            group,
+            broker
+                .registry
+                .get(OFFSETS_TOPIC)
+                .map_or(1, |m| m.partitions.max(1)),
+        ),
+    }
+}
+
+/// The answer to a request that reached no coordinator: every part of it
+/// COORDINATOR_NOT_AVAILABLE.
+fn unavailable(request: &TxnRequest, version: i16) -> Result<Box<dyn Encodable>, String> {
+    let code = ResponseError::CoordinatorNotAvailable.code();
+    Ok(match request {
+        TxnRequest::AddPartitionsToTxn(r) => {
+            let mut response = AddPartitionsToTxnResponse::default();
+            if version >= 4 {
+                response.error_code = code;
+            } else {
+                response.results_by_topic_v3_and_below =
+                    super::coordinator::topic_results(&r.v3_and_below_topics, |_| code);
+            }
+            Box::new(response)
+        }
+        TxnRequest::AddOffsetsToTxn(_) => {
+            let mut response = AddOffsetsToTxnResponse::default();
+            response.error_code = code;
+            Box::new(response)
+        }
+        TxnRequest::EndTxn(_) => {
+            let mut response = EndTxnResponse::default();
+            response.error_code = code;
+            response.producer_id = kafka_protocol::messages::ProducerId(-1);
+            response.producer_epoch = -1;
+            Box::new(response)
+        }
+        TxnRequest::TxnOffsetCommit(r) => Box::new(txn_offset_commit_error(r, code)),
+        TxnRequest::DescribeTransactions(r) => {
+            let mut response = DescribeTransactionsResponse::default();
+            response.transaction_states = r
+                .transactional_ids
+                .iter()
+                .map(|id| {
+                    let mut d = kafka_protocol::messages::describe_transactions_response::TransactionState::default();
+                    d.transactional_id = id.clone();
+                    d.error_code = code;
+                    d.producer_id = kafka_protocol::messages::ProducerId(-1);
+                    d.producer_epoch = -1;
+                    d.transaction_start_time_ms = -1;
+                    d
+                })
+                .collect();
+            Box::new(response)
+        }
+        TxnRequest::ListTransactions(_) => {
+            let mut response = ListTransactionsResponse::default();
+            response.error_code = code;
+            Box::new(response)
+        }
+        TxnRequest::DescribeProducers(_) => {
+            return Err("DescribeProducers needs no coordinator".into());
+        }
+    })
+}
+
+/// A response `encode_response` can write (object-safe stand-in).
+trait Encodable {
+    fn encode(&self, api_key: ApiKey, version: i16, correlation_id: i32) -> Result<Bytes, String>;
+}
+
+impl<T> Encodable for T
+where
+    T: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion,
+{
+    fn encode(&self, api_key: ApiKey, version: i16, correlation_id: i32) -> Result<Bytes, String> {
+        encode_response(api_key, version, correlation_id, self)
+    }
+}
+
+/// Every partition of a TxnOffsetCommit answered with `code`.
+fn txn_offset_commit_error(request: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
+    let mut response = TxnOffsetCommitResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let mut topic = TxnOffsetCommitResponseTopic::default();
+            topic.name = t.name.clone();
+            topic.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut r = TxnOffsetCommitResponsePartition::default();
+                    r.partition_index = p.partition_index;
+                    r.error_code = code;
+                    r
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    response
+}
+
+/// TxnOffsetCommit: the transaction must hold the group's
+/// `__consumer_offsets` partition (AddOffsetsToTxn), then the group
+/// coordinator writes the offsets under the producer's id and epoch;
+/// partitions of topics this broker does not have are answered
+/// UNKNOWN_TOPIC_OR_PARTITION, as OffsetCommit's are.
+async fn txn_offset_commit(
+    broker: &Arc<Broker>,
+    coordinator: Arc<TransactionCoordinator>,
+    version: i16,
+    mut request: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let Some(groups) = broker.groups.get() else {
+        return txn_offset_commit_error(&request, ResponseError::CoordinatorNotAvailable.code());
+    };
+    let partition = groups.partition_for(request.group_id.0.as_str());
+    let verified = coordinator.verify(
+        request.transactional_id.0.as_str(),
+        ProducerId(request.producer_id.0),
+        ProducerEpoch(request.producer_epoch),
+        &TopicPartition::new(OFFSETS_TOPIC, partition),
+    );
+    if let Err(e) = verified {
+        // TxnOffsetCommit v4 is the first to know TRANSACTION_ABORTABLE.
+        return txn_offset_commit_error(&request, e.verification_code(version >= 4));
+    }
+    let mut unknown: Vec<(kafka_protocol::messages::TopicName, i32)> = Vec::new();
+    for topic in &mut request.topics {
+        topic.partitions.retain(|p| {
+            let known = broker
+                .partitions
+                .get(topic.name.0.as_str(), p.partition_index)
+                .is_some();
+            if !known {
+                unknown.push((topic.name.clone(), p.partition_index));
+            }
+            known
+        });
+    }
+    request.topics.retain(|t| !t.partitions.is_empty());
+    let ctx = RequestContext::new(version, "", "");
+    let mut response = groups.txn_offset_commit(&ctx, request).await;
+    for (name, partition) in unknown {
+        let mut answer = TxnOffsetCommitResponsePartition::default();
+        answer.partition_index = partition;
+        answer.error_code = ResponseError::UnknownTopicOrPartition.code();
+        match response.topics.iter_mut().find(|t| t.name == name) {
+            Some(t) => t.partitions.push(answer),
+            None => {
+                let mut topic = TxnOffsetCommitResponseTopic::default();
+                topic.name = name;
+                topic.partitions = vec![answer];
+                response.topics.push(topic);
+            }
+        }
+    }
+    response
 }
 
 /// Handles a coordinator request and encodes the answer frame.
@@ -286,7 +265,13 @@ pub async fn handle(
     correlation_id: i32,
     request: TxnRequest,
 ) -> Result<Bytes, String> {
-    let c = coordinator(broker);
+    if let TxnRequest::DescribeProducers(r) = &request {
+        let response = super::producers::describe_producers(broker, r);
+        return encode_response(api_key, version, correlation_id, &response);
+    }
+    let Some(c) = broker.txns.get().map(Arc::clone) else {
+        return unavailable(&request, version)?.encode(api_key, version, correlation_id);
+    };
     let b = Arc::clone(broker);
     let exists = move |topic: &str, partition: i32| b.partitions.get(topic, partition).is_some();
     match request {
@@ -302,24 +287,14 @@ pub async fn handle(
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::AddOffsetsToTxn(r) => {
-            let partitions = broker
-                .registry
-                .get(OFFSETS_TOPIC)
-                .map_or(1, |m| m.partitions.max(1));
-            let partition = partitioner::partition_for(r.group_id.0.as_str(), partitions);
+            let partition = offsets_partition(broker, r.group_id.0.as_str());
             let response =
                 blocking(move || c.handle_add_offsets(version, &r, OFFSETS_TOPIC, partition))
                     .await?;
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::TxnOffsetCommit(r) => {
-            let partitions = broker
-                .registry
-                .get(OFFSETS_TOPIC)
-                .map_or(1, |m| m.partitions.max(1));
-            let partition = partitioner::partition_for(r.group_id.0.as_str(), partitions);
-            let response =
-                blocking(move || c.handle_txn_offset_commit(r, OFFSETS_TOPIC, partition)).await?;
+            let response = txn_offset_commit(broker, c, version, r).await;
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::DescribeTransactions(r) => {
@@ -334,6 +309,7 @@ pub async fn handle(
             let response = blocking(move || c.handle_end_txn(version, &r)).await?;
             encode_response(api_key, version, correlation_id, &response)
         }
+        TxnRequest::DescribeProducers(_) => Err("DescribeProducers was answered above".into()),
     }
 }
 
@@ -341,49 +317,73 @@ pub async fn handle(
 pub async fn init_producer_id(
     broker: &Arc<Broker>,
     version: i16,
-    request: kafka_protocol::messages::InitProducerIdRequest,
-) -> kafka_protocol::messages::InitProducerIdResponse {
-    let c = coordinator(broker);
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let failed = |code: i16| {
+        let mut response = InitProducerIdResponse::default();
+        response.producer_id = kafka_protocol::messages::ProducerId(-1);
+        response.producer_epoch = -1;
+        response.error_code = code;
+        response
+    };
+    let Some(c) = broker.txns.get().map(Arc::clone) else {
+        return failed(ResponseError::CoordinatorNotAvailable.code());
+    };
     match blocking(move || c.handle_init_producer_id(version, &request)).await {
         Ok(response) => response,
         Err(reason) => {
             tracing::error!(%reason, "InitProducerId failed");
-            let mut response = kafka_protocol::messages::InitProducerIdResponse::default();
-            response.producer_id = kafka_protocol::messages::ProducerId(-1);
-            response.producer_epoch = -1;
-            response.error_code = ResponseError::UnknownServerError.code();
-            response
+            failed(ResponseError::UnknownServerError.code())
         }
     }
 }
 
+/// Whether a produce request carries transactional batches (the request
+/// without a `transactional.id` is then refused as a whole with
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's request handler does).
+#[must_use]
+pub fn has_transactional_records<'a>(records: impl IntoIterator<Item = Option<&'a Bytes>>) -> bool {
+    records
+        .into_iter()
+        .flatten()
+        .filter_map(|r| BatchHeader::parse(r))
+        .any(|h| h.is_transactional())
+}
+
 /// The produce path's check of a request with a `transactional.id`: a
 /// transactional batch must come from the id's current producer and epoch
-/// and go to a partition added to its open transaction. Returns the refusal,
-/// if any.
+/// and go to a partition added to its open transaction
+/// (`transaction.partition.verification.enable`). Returns the refusal, if
+/// any, with the code Kafka gives a Produce of `version`.
 pub fn check_produce(
     broker: &Arc<Broker>,
+    version: i16,
     transactional_id: &str,
     topic: &str,
     partition: i32,
     records: Option<&Bytes>,
-) -> Option<(ResponseError, String)> {
+) -> Option<(i16, String)> {
     let header = records.and_then(|r| BatchHeader::parse(r))?;
     if !header.is_transactional() {
         return None;
     }
-    let outcome = coordinator(broker).verify(
+    let Some(coordinator) = broker.txns.get() else {
+        return Some((
+            ResponseError::CoordinatorNotAvailable.code(),
+            "the transaction coordinator has not started".into(),
+        ));
+    };
+    if !coordinator.config().partition_verification {
+        return None;
+    }
+    let outcome = coordinator.verify(
         transactional_id,
         ProducerId(header.producer_id),
         ProducerEpoch(header.producer_epoch),
         &TopicPartition::new(topic, partition),
     );
-    outcome.err().map(|e| {
-        let error = match &e {
-            // The log's own answer to a stale epoch.
-            TxnError::ProducerFenced => ResponseError::InvalidProducerEpoch,
-            other => other.response_error(),
-        };
-        (error, e.to_string())
-    })
+    // Produce v11 is the first to know TRANSACTION_ABORTABLE.
+    outcome
+        .err()
+        .map(|e| (e.verification_code(version >= 11), e.to_string()))
 }

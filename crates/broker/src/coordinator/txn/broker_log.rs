@@ -1,0 +1,276 @@
+//! The transaction coordinator over the broker: `__transaction_state` as its
+//! log, the partitions as its marker writer, the registry's allocator as its
+//! producer ids, and its startup.
+//!
+//! `__transaction_state` is an ordinary topic of this broker: 50 partitions
+//! (`transaction.state.log.num.partitions`), `cleanup.policy=compact`,
+//! created on first start through the plumbing the group coordinator uses
+//! too ([`state_topic`]). On start the coordinator replays it, then at once
+//! completes every transaction it finds preparing (markers, then the
+//! completion record) and aborts those already past their timeout, before
+//! the listener serves clients.
+//!
+//! Markers for `__consumer_offsets` go through the group coordinator, which
+//! turns the transaction's pending offsets into committed ones (or drops
+//! them) as it appends the marker.
+//!
+//! The seams hold `Weak` references to the broker, because the broker owns
+//! the coordinator that owns them.
+
+use {
+    super::{
+        TRANSACTION_STATE_TOPIC,
+        config::TxnConfig,
+        coordinator::{MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator},
+        error::TxnError,
+        log::TxnStateLog,
+        state::TopicPartition,
+    },
+    crate::{
+        broker::Broker,
+        coordinator::{
+            group::{GroupError, OFFSETS_TOPIC},
+            state_topic::{self, CoordinatorRecord},
+        },
+        partition::LEADER_EPOCH,
+    },
+    krabka_ids::ProducerId,
+    krabka_log::{ControlMarker, LogError, SystemClock},
+    std::{
+        sync::{Arc, Weak},
+        time::Duration,
+    },
+};
+
+/// `__transaction_state` partitions of this broker as the coordinator's log.
+struct PartitionTxnLog {
+    broker: Weak<Broker>,
+}
+
+impl PartitionTxnLog {
+    fn log(&self, partition: i32) -> Result<Arc<krabka_log::Log>, TxnError> {
+        let broker = self
+            .broker
+            .upgrade()
+            .ok_or_else(|| TxnError::NotCoordinator("the broker is shutting down".into()))?;
+        broker
+            .partitions
+            .get(TRANSACTION_STATE_TOPIC, partition)
+            .map(|p| Arc::clone(&p.log))
+            .ok_or_else(|| {
+                TxnError::NotCoordinator(format!(
+                    "{TRANSACTION_STATE_TOPIC}-{partition} is not hosted here"
+                ))
+            })
+    }
+}
+
+impl TxnStateLog for PartitionTxnLog {
+    fn append(&self, partition: i32, record: CoordinatorRecord) -> Result<(), TxnError> {
+        let log = self.log(partition)?;
+        state_topic::append(&log, &[record], None).map_err(|e| {
+            TxnError::NotCoordinator(format!("{TRANSACTION_STATE_TOPIC}-{partition}: {e}"))
+        })?;
+        if let Some(broker) = self.broker.upgrade() {
+            broker.partitions.notify_append();
+        }
+        Ok(())
+    }
+
+    fn read_all(&self, partition: i32) -> Result<Vec<CoordinatorRecord>, TxnError> {
+        let Ok(log) = self.log(partition) else {
+            return Ok(Vec::new());
+        };
+        let entries = state_topic::read_all(&log).map_err(|e| {
+            TxnError::NotCoordinator(format!("{TRANSACTION_STATE_TOPIC}-{partition}: {e}"))
+        })?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|e| match e {
+                state_topic::LoadedEntry::Record { record, .. } => Some(record),
+                state_topic::LoadedEntry::Marker { .. } => None,
+            })
+            .collect())
+    }
+}
+
+/// Markers go into the partitions' logs; those for `__consumer_offsets`
+/// through the group coordinator.
+struct PartitionMarkers {
+    broker: Weak<Broker>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl MarkerWriter for PartitionMarkers {
+    fn write_marker(
+        &self,
+        partition: &TopicPartition,
+        marker: ControlMarker,
+    ) -> Result<(), MarkerError> {
+        let broker = self
+            .broker
+            .upgrade()
+            .ok_or_else(|| MarkerError::Failed("the broker is shutting down".into()))?;
+        if partition.topic == OFFSETS_TOPIC {
+            let groups = broker.groups.get().ok_or_else(|| {
+                MarkerError::Failed("the group coordinator has not started".into())
+            })?;
+            return match self
+                .runtime
+                .block_on(groups.write_txn_marker(partition.partition, marker))
+            {
+                Ok(()) => Ok(()),
+                // A stale epoch: the producer moved on, the marker is moot
+                // (Kafka drops it too).
+                Err(GroupError::Refused { reason, .. }) => {
+                    tracing::warn!(%reason, "dropping a stale transaction marker");
+                    Err(MarkerError::Gone)
+                }
+                Err(e) => Err(MarkerError::Failed(e.to_string())),
+            };
+        }
+        let target = broker
+            .partitions
+            .get(&partition.topic, partition.partition)
+            .ok_or(MarkerError::Gone)?;
+        match target.log.append_control_marker(marker, LEADER_EPOCH) {
+            Ok(_) => {}
+            Err(e @ (LogError::InvalidProducerEpoch { .. } | LogError::InvalidTxnState { .. })) => {
+                tracing::warn!(partition = ?target, error = %e, "dropping a stale transaction marker");
+                return Err(MarkerError::Gone);
+            }
+            Err(e) => return Err(MarkerError::Failed(e.to_string())),
+        }
+        broker.partitions.notify_append();
+        Ok(())
+    }
+}
+
+/// Producer ids from the registry's persisted allocator (shared with
+/// idempotent producers, so no id is ever handed out twice).
+struct RegistryIds {
+    broker: Weak<Broker>,
+}
+
+impl ProducerIdSource for RegistryIds {
+    fn allocate(&self) -> Result<ProducerId, TxnError> {
+        let broker = self
+            .broker
+            .upgrade()
+            .ok_or_else(|| TxnError::Storage("the broker is shutting down".into()))?;
+        broker
+            .registry
+            .allocate_producer_id()
+            .map(ProducerId)
+            .map_err(|e| TxnError::Storage(format!("{e:?}")))
+    }
+}
+
+/// Starts the transaction coordinator of `broker`: creates
+/// `__transaction_state` if needed, replays it, completes what was
+/// preparing, and starts the periodic tasks (timeouts, id expiry, producer
+/// id expiry). Call after the group coordinator has started (markers for
+/// `__consumer_offsets` go through it) and before serving clients.
+///
+/// # Errors
+///
+/// [`TxnError::NotCoordinator`] when the topic cannot be created or read.
+pub async fn start(broker: &Arc<Broker>) -> Result<Arc<TransactionCoordinator>, TxnError> {
+    let mut config = TxnConfig::from_broker(&broker.config);
+    let runtime = tokio::runtime::Handle::current();
+    let b = Arc::clone(broker);
+    let coordinator = tokio::task::spawn_blocking(move || {
+        state_topic::ensure_topic(
+            &b,
+            TRANSACTION_STATE_TOPIC,
+            config.state_log_partitions,
+            config.state_log_segment_bytes,
+        )
+        .map_err(TxnError::NotCoordinator)?;
+        // An existing topic keeps its partition count (as on Kafka, the
+        // setting only matters when the topic is created).
+        if let Some(meta) = b.registry.get(TRANSACTION_STATE_TOPIC) {
+            config.state_log_partitions = meta.partitions.max(1);
+        }
+        let coordinator = TransactionCoordinator::load(
+            config,
+            Arc::new(PartitionTxnLog {
+                broker: Arc::downgrade(&b),
+            }),
+            Arc::new(PartitionMarkers {
+                broker: Arc::downgrade(&b),
+                runtime,
+            }),
+            Arc::new(RegistryIds {
+                broker: Arc::downgrade(&b),
+            }),
+            Arc::new(SystemClock),
+        )?;
+        let (ids, open) = coordinator.with_state(|s| {
+            let open = s.iter().filter(|(_, m)| !m.partitions.is_empty()).count();
+            (s.iter().count(), open)
+        });
+        let completed = coordinator.tick();
+        tracing::info!(
+            transactional_ids = ids,
+            open,
+            completed,
+            "transaction coordinator loaded {TRANSACTION_STATE_TOPIC}"
+        );
+        Ok::<_, TxnError>(coordinator)
+    })
+    .await
+    .map_err(|e| TxnError::NotCoordinator(e.to_string()))??;
+    let coordinator = Arc::new(coordinator);
+    let config = coordinator.config().clone();
+    let weak = Arc::downgrade(&coordinator);
+    every(
+        broker,
+        config.abort_interval_ms,
+        weak.clone(),
+        |c: &TransactionCoordinator| {
+            c.tick();
+        },
+    );
+    every(
+        broker,
+        config.remove_expired_interval_ms,
+        weak,
+        |c: &TransactionCoordinator| {
+            c.expire_transactional_ids();
+        },
+    );
+    super::producers::spawn_expiration(broker, &config);
+    Ok(coordinator)
+}
+
+/// Runs `work` on the blocking pool every `interval_ms` until shutdown or
+/// until the coordinator is gone.
+fn every(
+    broker: &Broker,
+    interval_ms: u64,
+    coordinator: Weak<TransactionCoordinator>,
+    work: fn(&TransactionCoordinator),
+) {
+    let mut shutdown = broker.shutdown_signal();
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+            let Some(c) = coordinator.upgrade() else {
+                return;
+            };
+            if tokio::task::spawn_blocking(move || work(&c)).await.is_err() {
+                return;
+            }
+        }
+    });
+}

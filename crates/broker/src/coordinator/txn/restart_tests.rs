@@ -1,0 +1,351 @@
+//! Crash-and-restart tests over a real broker state directory: real
+//! partition logs, a real `__transaction_state` and `__consumer_offsets`,
+//! requests through the broker's dispatcher. The "crash" drops the broker
+//! without closing a single log, as `kill -9` leaves it.
+
+use {
+    super::{TRANSACTION_STATE_TOPIC, TxnState, wire::TxnRequest},
+    crate::{
+        broker::Broker,
+        config::{BrokerConfig, RawSettings},
+        coordinator::group::{OFFSETS_TOPIC, RequestContext, wire::GroupRequest},
+        handlers::{Reply, handle},
+        network::codec::{DecodedRequest, Request},
+    },
+    assert2::check,
+    bytes::{Bytes, BytesMut},
+    kafka_protocol::{
+        messages::*,
+        protocol::{Decodable, StrBytes},
+        records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType},
+    },
+    std::{path::Path, sync::Arc, time::Duration},
+};
+
+fn config(dir: &Path) -> BrokerConfig {
+    let mut raw = RawSettings::default();
+    for (k, v) in [
+        ("log.dirs", dir.display().to_string().as_str()),
+        ("log.cleaner.enable", "false"),
+        ("offsets.topic.num.partitions", "3"),
+        ("transaction.state.log.num.partitions", "3"),
+        // The test drives every abort itself (at startup).
+        (
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "600000",
+        ),
+    ] {
+        raw.set(k, v, "test");
+    }
+    BrokerConfig::from_raw(&raw).unwrap()
+}
+
+/// Opens the broker in `dir` and starts both coordinators, as `serve` does.
+async fn start(dir: &Path) -> Arc<Broker> {
+    let cfg = config(dir);
+    let broker = Arc::new(
+        tokio::task::spawn_blocking(move || Broker::open(cfg))
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let groups = crate::coordinator::group::broker_log::start(&broker)
+        .await
+        .unwrap();
+    let _ = broker.groups.set(groups);
+    let txns = super::broker_log::start(&broker).await.unwrap();
+    let _ = broker.txns.set(txns);
+    broker
+}
+
+async fn call<R: Decodable>(broker: &Arc<Broker>, api: ApiKey, version: i16, body: Request) -> R {
+    let mut header = RequestHeader::default();
+    header.request_api_key = api as i16;
+    header.request_api_version = version;
+    header.correlation_id = 1;
+    let request = DecodedRequest {
+        api_key: api,
+        version,
+        header,
+        body,
+        peer: None,
+    };
+    match handle(broker, request).await {
+        Reply::Frame(frame) => {
+            let mut frame = frame.slice(4..);
+            ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
+            R::decode(&mut frame, version).unwrap()
+        }
+        other => panic!("{api:?} v{version}: {other:?}"),
+    }
+}
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+async fn init(broker: &Arc<Broker>, id: &str, timeout_ms: i32) -> (i64, i16) {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = Some(TransactionalId(sb(id)));
+    r.transaction_timeout_ms = timeout_ms;
+    r.producer_id = ProducerId(-1);
+    r.producer_epoch = -1;
+    let resp: InitProducerIdResponse = call(
+        broker,
+        ApiKey::InitProducerId,
+        4,
+        Request::InitProducerId(r),
+    )
+    .await;
+    check!(resp.error_code == 0);
+    (resp.producer_id.0, resp.producer_epoch)
+}
+
+async fn add_partition(broker: &Arc<Broker>, id: &str, producer: (i64, i16), topic: &str) {
+    let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+    t.name = TopicName(sb(topic));
+    t.partitions = vec![0];
+    let mut r = AddPartitionsToTxnRequest::default();
+    r.v3_and_below_transactional_id = TransactionalId(sb(id));
+    r.v3_and_below_producer_id = ProducerId(producer.0);
+    r.v3_and_below_producer_epoch = producer.1;
+    r.v3_and_below_topics = vec![t];
+    let resp: AddPartitionsToTxnResponse = call(
+        broker,
+        ApiKey::AddPartitionsToTxn,
+        3,
+        Request::Txn(TxnRequest::AddPartitionsToTxn(r)),
+    )
+    .await;
+    check!(resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0);
+}
+
+fn txn_batch(producer: (i64, i16), values: &[&str]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: producer.0,
+            producer_epoch: producer.1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1_000,
+            key: None,
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+async fn produce(broker: &Arc<Broker>, id: &str, producer: (i64, i16), values: &[&str]) {
+    let mut p = produce_request::PartitionProduceData::default();
+    p.index = 0;
+    p.records = Some(txn_batch(producer, values));
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = TopicName(sb("data"));
+    t.partition_data = vec![p];
+    let mut r = ProduceRequest::default();
+    r.transactional_id = Some(TransactionalId(sb(id)));
+    r.acks = -1;
+    r.timeout_ms = 5_000;
+    r.topic_data = vec![t];
+    let resp: ProduceResponse = call(broker, ApiKey::Produce, 9, Request::Produce(r)).await;
+    check!(resp.responses[0].partition_responses[0].error_code == 0);
+}
+
+async fn committed_offset(broker: &Arc<Broker>, group: &str) -> i64 {
+    let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+    t.name = TopicName(sb("data"));
+    t.partition_indexes = vec![0];
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = GroupId(sb(group));
+    r.topics = Some(vec![t]);
+    r.require_stable = true;
+    let resp = broker
+        .groups
+        .get()
+        .unwrap()
+        .offset_fetch(&RequestContext::new(7, "test", ""), r)
+        .await;
+    let p = &resp.topics[0].partitions[0];
+    if p.error_code != 0 {
+        return -(i64::from(p.error_code));
+    }
+    p.committed_offset
+}
+
+fn state(broker: &Broker, id: &str) -> Option<(TxnState, i16)> {
+    broker
+        .txns
+        .get()
+        .unwrap()
+        .with_state(|s| s.get(id).map(|m| (m.state, m.producer_epoch.0)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_prepared_before_a_crash_completes_and_an_open_one_aborts_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    crate::handlers::admin::create_topic(&broker, "data", 1, -1, &[], Default::default(), false)
+        .await
+        .unwrap();
+    check!(
+        broker
+            .registry
+            .get(TRANSACTION_STATE_TOPIC)
+            .unwrap()
+            .partitions
+            == 3
+    );
+    check!(
+        broker
+            .registry
+            .get(TRANSACTION_STATE_TOPIC)
+            .unwrap()
+            .configs["cleanup.policy"]
+            == "compact"
+    );
+
+    let dying = init(&broker, "dying", 1_000).await;
+    add_partition(&broker, "dying", dying, "data").await;
+    produce(&broker, "dying", dying, &["d1", "d2"]).await;
+
+    let committing = init(&broker, "committing", 60_000).await;
+    add_partition(&broker, "committing", committing, "data").await;
+    let mut add_offsets = AddOffsetsToTxnRequest::default();
+    add_offsets.transactional_id = TransactionalId(sb("committing"));
+    add_offsets.producer_id = ProducerId(committing.0);
+    add_offsets.producer_epoch = committing.1;
+    add_offsets.group_id = GroupId(sb("g"));
+    let resp: AddOffsetsToTxnResponse = call(
+        &broker,
+        ApiKey::AddOffsetsToTxn,
+        3,
+        Request::Txn(TxnRequest::AddOffsetsToTxn(add_offsets)),
+    )
+    .await;
+    check!(resp.error_code == 0);
+    produce(&broker, "committing", committing, &["c1", "c2"]).await;
+    let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = 4;
+    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+    t.name = TopicName(sb("data"));
+    t.partitions = vec![p];
+    let mut offsets = TxnOffsetCommitRequest::default();
+    offsets.transactional_id = TransactionalId(sb("committing"));
+    offsets.group_id = GroupId(sb("g"));
+    offsets.producer_id = ProducerId(committing.0);
+    offsets.producer_epoch = committing.1;
+    offsets.generation_id = -1;
+    offsets.topics = vec![t];
+    let resp: TxnOffsetCommitResponse = call(
+        &broker,
+        ApiKey::TxnOffsetCommit,
+        3,
+        Request::Txn(TxnRequest::TxnOffsetCommit(offsets)),
+    )
+    .await;
+    check!(resp.topics[0].partitions[0].error_code == 0);
+    // Pending: a require_stable fetch is told to wait.
+    check!(committed_offset(&broker, "g").await == -88);
+
+    // Every marker fails from here on (the logs refuse appends), as if the
+    // broker died right after the prepare: EndTxn is answered once
+    // PrepareCommit is durable.
+    let group_partition = broker.groups.get().unwrap().partition_for("g");
+    broker
+        .partitions
+        .get("data", 0)
+        .unwrap()
+        .log
+        .close()
+        .unwrap();
+    broker
+        .partitions
+        .get(OFFSETS_TOPIC, group_partition)
+        .unwrap()
+        .log
+        .close()
+        .unwrap();
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = TransactionalId(sb("committing"));
+    end.producer_id = ProducerId(committing.0);
+    end.producer_epoch = committing.1;
+    end.committed = true;
+    let resp: EndTxnResponse = call(
+        &broker,
+        ApiKey::EndTxn,
+        3,
+        Request::Txn(TxnRequest::EndTxn(end)),
+    )
+    .await;
+    check!(resp.error_code == 0);
+    check!(state(&broker, "committing") == Some((TxnState::PrepareCommit, committing.1)));
+    // "dying" outlives its timeout while the broker is down.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+
+    // Crash: nothing is closed or flushed.
+    check!(Arc::strong_count(&broker) == 1);
+    drop(broker);
+
+    let broker = start(dir.path()).await;
+    // Startup wrote the commit's markers and recorded its completion, and
+    // aborted the expired transaction under a bumped epoch.
+    check!(state(&broker, "committing") == Some((TxnState::CompleteCommit, committing.1)));
+    check!(state(&broker, "dying") == Some((TxnState::CompleteAbort, dying.1 + 1)));
+    let log = Arc::clone(&broker.partitions.get("data", 0).unwrap().log);
+    check!(log.last_stable_offset() == log.log_end_offset());
+    let aborted = log.aborted_transactions(0, log.log_end_offset()).unwrap();
+    check!(aborted.len() == 1);
+    check!(aborted[0].producer_id.0 == dying.0);
+    check!(aborted[0].first_offset == 0);
+    // The transaction's offsets became visible with its COMMIT marker.
+    check!(committed_offset(&broker, "g").await == 4);
+    let producers = log.producers();
+    check!(
+        producers
+            .iter()
+            .all(|p| p.current_txn_start_offset.is_none())
+    );
+
+    // A clean restart keeps all of it; the ids carry on with their producer ids.
+    let closing = Arc::clone(&broker);
+    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+        .await
+        .unwrap();
+    drop(broker);
+    let broker = start(dir.path()).await;
+    check!(state(&broker, "committing") == Some((TxnState::CompleteCommit, committing.1)));
+    check!(committed_offset(&broker, "g").await == 4);
+    let again = init(&broker, "committing", 60_000).await;
+    check!(again == (committing.0, committing.1 + 1));
+    let resp: ListGroupsResponse = call(
+        &broker,
+        ApiKey::ListGroups,
+        4,
+        Request::Group(GroupRequest::ListGroups(ListGroupsRequest::default())),
+    )
+    .await;
+    check!(resp.groups.iter().any(|g| g.group_id.0.as_str() == "g"));
+    let closing = Arc::clone(&broker);
+    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+        .await
+        .unwrap();
+}
