@@ -316,6 +316,8 @@ impl std::fmt::Debug for WormSettings {
 }
 
 /// The storage manager to build.
+// Built once at startup: the size of the object-store variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum StorageSettings {
     /// The filesystem tier in `dir`.
@@ -743,6 +745,24 @@ mod tests {
         check!(c.retry.max_retries == 1);
         check!(c.retry.request_timeout == Duration::from_secs(2));
         check!(c.retry.retry_timeout == Duration::from_secs(10));
+    }
+
+    #[test]
+    fn storage_manager_settings_come_from_the_environment_too() {
+        let mut raw = RawSettings::default();
+        raw.read_env([
+            (
+                "KRABKA_RSM_CONFIG_S3_BUCKET".to_owned(),
+                "from-env".to_owned(),
+            ),
+            ("KRABKA_RSM_CONFIG_NOT_A_SETTING".to_owned(), "x".to_owned()),
+        ]);
+        raw.set("remote.log.storage.system.enable", "true", "test");
+        raw.set("krabka.remote.log.storage.manager", "s3", "test");
+        let config = BrokerConfig::from_raw(&raw).unwrap();
+        let s = StorageSettings::from_config(&config, PathBuf::new()).unwrap();
+        assert!(let StorageSettings::Object { store: ObjectStoreConfig::S3(c), .. } = s);
+        check!(c.bucket == "from-env");
     }
 
     #[test]
