@@ -72,10 +72,13 @@ pub async fn run_until(
     ));
     // Tiered storage starts once the listener serves: the topic-based metadata
     // manager reaches `__remote_log_metadata` through it.
+    // Its own stop signal: it must finish (its metadata goes through this
+    // broker's listener) before the listener stops.
+    let (remote_stop_tx, remote_stop_rx) = watch::channel(false);
     let remote_tasks = match crate::remote::RemoteLogManager::start(&broker).await {
         Ok(Some(rlm)) => {
             let _ = broker.remote.set(Arc::clone(&rlm));
-            Some(tokio::spawn(rlm.run(Arc::clone(&broker), shutdown_rx)))
+            Some(tokio::spawn(rlm.run(Arc::clone(&broker), remote_stop_rx)))
         }
         Ok(None) => None,
         Err(e) => {
@@ -89,13 +92,14 @@ pub async fn run_until(
         }
     }
     tracing::info!("shutting down: answering in-flight requests");
+    remote_stop_tx.send_replace(true);
+    if let Some(task) = remote_tasks {
+        let _ = task.await;
+    }
     broker.begin_shutdown();
     shutdown_tx.send_replace(true);
     let _ = server.await;
     let _ = housekeeping.await;
-    if let Some(task) = remote_tasks {
-        let _ = task.await;
-    }
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || closing.partitions.close_all())
