@@ -80,10 +80,13 @@ pub async fn run_until(
     // retention) stops the broker: serving a tiered topic without its tier
     // would strand its data.
     let mut fatal = None;
+    // Its own stop signal: it must finish (its metadata goes through this
+    // broker's listener) before the listener stops.
+    let (remote_stop_tx, remote_stop_rx) = watch::channel(false);
     let remote_tasks = match crate::remote::RemoteLogManager::start(&broker).await {
         Ok(Some(rlm)) => {
             let _ = broker.remote.set(Arc::clone(&rlm));
-            Some(tokio::spawn(rlm.run(Arc::clone(&broker), shutdown_rx)))
+            Some(tokio::spawn(rlm.run(Arc::clone(&broker), remote_stop_rx)))
         }
         Ok(None) => None,
         Err(e) => {
@@ -98,13 +101,14 @@ pub async fn run_until(
         }
     }
     tracing::info!("shutting down: answering in-flight requests");
+    remote_stop_tx.send_replace(true);
+    if let Some(task) = remote_tasks {
+        let _ = task.await;
+    }
     broker.begin_shutdown();
     shutdown_tx.send_replace(true);
     let _ = server.await;
     let _ = housekeeping.await;
-    if let Some(task) = remote_tasks {
-        let _ = task.await;
-    }
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || closing.partitions.close_all())

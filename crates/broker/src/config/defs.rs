@@ -561,7 +561,17 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
             max: INT_MAX,
         },
         false,
-        "Concurrent remote segment reads.",
+        "Threads of the remote log reader pool.",
+    ),
+    broker(
+        "remote.log.reader.max.pending.tasks",
+        Some("100"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Remote reads that may wait for a reader thread; a fetch past that gets a retriable error.",
     ),
     broker(
         "remote.fetch.max.wait.ms",

@@ -110,16 +110,20 @@ async fn read_partition(
     data.high_watermark = hw;
     data.last_stable_offset = lso;
     data.log_start_offset = log_start;
-    let (log_start, result) = crate::remote::fetch::below_local_start(
+    let upper = if isolation == READ_COMMITTED { lso } else { hw };
+    let (log_start, result, remote_aborted) = crate::remote::fetch::below_local_start(
         broker,
         &partition,
         fetch_offset,
         limit,
         first,
+        (upper, isolation == READ_COMMITTED),
         log_start,
         result,
     )
     .await;
+    // A read served by the remote tier reports the remote transaction indexes.
+    let aborted = remote_aborted.or(aborted);
     data.log_start_offset = log_start;
     match result {
         Ok(info) => {

@@ -307,6 +307,14 @@ pub async fn handle_delete_topics(
                 result.topic_id = meta.id;
                 let broker = Arc::clone(broker);
                 tokio::task::spawn_blocking(move || -> Result<(), AdminError> {
+                    // The remote data goes through the partition delete
+                    // lifecycle, journaled first so a restart finishes it.
+                    if let Some(rlm) = broker.remote.get() {
+                        rlm.topic_deleted(&meta.name, meta.id, meta.partitions)
+                            .map_err(|e| {
+                                AdminError::new(ResponseError::KafkaStorageError, e.to_string())
+                            })?;
+                    }
                     broker.registry.delete(&meta.name)?;
                     broker.partitions.delete_topic(&meta.name).map_err(|e| {
                         AdminError::new(ResponseError::KafkaStorageError, e.to_string())
@@ -402,14 +410,28 @@ pub async fn handle_delete_records(
                 Some(partition) => {
                     let log = Arc::clone(&partition.log);
                     let wanted = p.offset;
+                    // A tiered partition's log start may lie in the remote tier.
+                    let pending = crate::remote::fetch::remote_pending(broker, &partition);
+                    let rlm = broker
+                        .remote
+                        .get()
+                        .filter(|_| crate::remote::RemoteLogManager::is_tiered(broker, &partition))
+                        .cloned();
                     let outcome = tokio::task::spawn_blocking(move || {
+                        if pending {
+                            return Err(ResponseError::LeaderNotAvailable.code());
+                        }
                         let hw = log.log_end_offset();
                         let target = if wanted == -1 { hw } else { wanted };
                         if target < 0 || target > hw {
                             return Err(ResponseError::OffsetOutOfRange.code());
                         }
-                        log.advance_log_start_offset(target)
-                            .map_err(|e| e.kafka_error_code())
+                        match rlm {
+                            Some(rlm) => rlm.delete_records(&partition, target),
+                            None => log
+                                .advance_log_start_offset(target)
+                                .map_err(|e| e.kafka_error_code()),
+                        }
                     })
                     .await
                     .unwrap_or(Err(ResponseError::UnknownServerError.code()));
@@ -436,8 +458,10 @@ pub fn handle_describe_log_dirs(
     let dir = std::fs::canonicalize(&broker.config.log_dir)
         .unwrap_or_else(|_| broker.config.log_dir.clone());
     result.log_dir = StrBytes::from_string(dir.display().to_string());
-    result.total_bytes = -1;
-    result.usable_bytes = -1;
+    // v4+ carries the volume's size and free space; older versions keep -1.
+    let (total, usable) = crate::handlers::disk::volume_bytes(&dir).unwrap_or((-1, -1));
+    result.total_bytes = total;
+    result.usable_bytes = usable;
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
     let wanted: Option<BTreeMap<String, Vec<i32>>> = request.topics.as_ref().map(|topics| {
         topics
@@ -454,6 +478,7 @@ pub fn handle_describe_log_dirs(
         }
         let mut p = DescribeLogDirsPartition::default();
         p.partition_index = partition.index;
+        // Local bytes only, as Kafka reports (remote sizes are in the metrics).
         p.partition_size = i64::try_from(partition.log.size_bytes()).unwrap_or(i64::MAX);
         by_topic.entry(partition.topic.clone()).or_default().push(p);
     }

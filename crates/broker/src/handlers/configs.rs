@@ -10,6 +10,7 @@ use {
     crate::{
         broker::Broker,
         config::defs,
+        remote::delete::TieringChange,
         topics::config::{resolve_broker, resolve_topic},
     },
     kafka_protocol::{
@@ -299,6 +300,29 @@ fn apply(
     Ok(next)
 }
 
+/// KIP-950: what the change does to `remote.storage.enable`, refused when
+/// Kafka refuses it.
+fn tiering_change(
+    broker: &Broker,
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+    topic: &str,
+) -> Result<TieringChange, Refusal> {
+    let flag = |configs: &BTreeMap<String, String>, name: &str| {
+        resolve_topic(&broker.config, &broker.registry, configs, name)
+            .value
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    };
+    crate::remote::delete::validate_tiering_change(
+        topic,
+        flag(current, "remote.storage.enable"),
+        flag(next, "remote.storage.enable"),
+        flag(next, "remote.log.delete.on.disable"),
+        broker.remote.get().is_some_and(|rlm| rlm.disabling(topic)),
+    )
+    .map_err(|m| refuse(ResponseError::InvalidConfig, m))
+}
+
 /// Validates and (unless `validate_only`) applies changes to one resource.
 async fn alter_resource(
     broker: &Arc<Broker>,
@@ -325,11 +349,20 @@ async fn alter_resource(
                 },
             )
             .map_err(|m| refuse(ResponseError::InvalidConfig, m))?;
+            let tiering = tiering_change(broker, &meta.configs, &next, &name)?;
             if validate_only {
                 return Ok(());
             }
             let broker = Arc::clone(broker);
             tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+                if tiering == TieringChange::Disable
+                    && let Some(rlm) = broker.remote.get()
+                {
+                    // Journaled before the change is stored, so a crash in
+                    // between never leaves remote data nobody deletes.
+                    rlm.tiering_disabled(&name, meta.id, meta.partitions)
+                        .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
+                }
                 broker
                     .registry
                     .set_topic_configs(&name, next)

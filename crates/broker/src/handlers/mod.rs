@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod configs;
+pub mod disk;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;

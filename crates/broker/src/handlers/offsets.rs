@@ -1,8 +1,16 @@
 //! ListOffsets (latest, earliest, max timestamp, by timestamp) and
 //! OffsetForLeaderEpoch (one epoch, 0, for the life of every partition).
+//!
+//! On a tiered partition a timestamp lookup (and -3, max timestamp) first
+//! searches the remote tier, as Kafka does, then the local log.
 
 use {
-    crate::{broker::Broker, fetch::READ_COMMITTED, partition::LEADER_EPOCH},
+    crate::{
+        broker::Broker,
+        fetch::READ_COMMITTED,
+        partition::{LEADER_EPOCH, Partition},
+        remote::read::TimestampQuery,
+    },
     kafka_protocol::{
         error::ResponseError,
         messages::{
@@ -12,6 +20,7 @@ use {
             offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult},
         },
     },
+    krabka_log::TimestampOffset,
     std::sync::Arc,
 };
 
@@ -57,16 +66,25 @@ pub async fn handle_list_offsets(
             let ts = p.timestamp;
             // Tiered partitions: the log start and the latest tiered offset
             // come from the remote log manager (KIP-405, KIP-1005).
+            // Until its remote metadata is loaded a tiered partition cannot
+            // name its log start (LEADER_NOT_AVAILABLE: retry).
+            let pending = crate::remote::fetch::remote_pending(broker, &partition);
             let remote = broker.remote.get().map(|rlm| {
                 (
                     rlm.log_start_offset(&partition),
                     rlm.highest_tiered_offset(&partition).unwrap_or(-1),
-                    // Until its remote metadata is loaded a tiered partition
-                    // cannot name its log start (LEADER_NOT_AVAILABLE: retry).
-                    rlm.is_loaded(&partition)
-                        || !crate::remote::RemoteLogManager::is_tiered(broker, &partition),
+                    !pending,
                 )
             });
+            let remote_found = match ts {
+                MAX_TIMESTAMP if version >= 7 => {
+                    remote_lookup(broker, &partition, TimestampQuery::Max).await
+                }
+                ts if ts >= 0 => {
+                    remote_lookup(broker, &partition, TimestampQuery::AtOrAfter(ts)).await
+                }
+                _ => Ok(None),
+            };
             let found = tokio::task::spawn_blocking(move || -> Result<(i64, i64, i32), i16> {
                 let epoch = LEADER_EPOCH.0;
                 match ts {
@@ -80,6 +98,7 @@ pub async fn handle_list_offsets(
                         epoch,
                     )),
                     EARLIEST => match remote {
+                        _ if pending => Err(ResponseError::LeaderNotAvailable.code()),
                         Some((_, _, false)) => Err(ResponseError::LeaderNotAvailable.code()),
                         Some((start, _, true)) => Ok((-1, start, epoch)),
                         None => Ok((-1, log.log_start_offset(), epoch)),
@@ -89,16 +108,25 @@ pub async fn handle_list_offsets(
                         Some((_, tiered, _)) if tiered >= 0 => Ok((-1, tiered, epoch)),
                         _ => Ok((-1, -1, -1)),
                     },
-                    MAX_TIMESTAMP if version >= 7 => match log.max_timestamp_offset() {
-                        Ok(Some(t)) => Ok((t.timestamp, t.offset, t.leader_epoch.0)),
-                        Ok(None) => Ok((-1, -1, -1)),
-                        Err(e) => Err(e.kafka_error_code()),
-                    },
+                    MAX_TIMESTAMP if version >= 7 => {
+                        let remote = remote_found?;
+                        match log.max_timestamp_offset() {
+                            // On a tie the remote record, the earlier one, wins.
+                            Ok(Some(t)) if remote.is_none_or(|r| t.timestamp > r.timestamp) => {
+                                Ok((t.timestamp, t.offset, t.leader_epoch.0))
+                            }
+                            Ok(_) => Ok(remote.map_or((-1, -1, -1), answer)),
+                            Err(e) => Err(e.kafka_error_code()),
+                        }
+                    }
                     ts if ts < 0 => Err(ResponseError::UnsupportedVersion.code()),
-                    ts => match log.offset_for_timestamp(ts) {
-                        Ok(Some(t)) => Ok((t.timestamp, t.offset, t.leader_epoch.0)),
-                        Ok(None) => Ok((-1, -1, -1)),
-                        Err(e) => Err(e.kafka_error_code()),
+                    ts => match remote_found? {
+                        Some(t) => Ok(answer(t)),
+                        None => match log.offset_for_timestamp(ts) {
+                            Ok(Some(t)) => Ok(answer(t)),
+                            Ok(None) => Ok((-1, -1, -1)),
+                            Err(e) => Err(e.kafka_error_code()),
+                        },
                     },
                 }
             })
@@ -120,6 +148,34 @@ pub async fn handle_list_offsets(
         response.topics.push(t);
     }
     response
+}
+
+fn answer(t: TimestampOffset) -> (i64, i64, i32) {
+    (t.timestamp, t.offset, t.leader_epoch.0)
+}
+
+/// The remote tier's part of a timestamp lookup: `None` for a partition that
+/// is not tiered or has nothing remote that matches;
+/// `LEADER_NOT_AVAILABLE` (retriable) while its remote metadata loads,
+/// `KAFKA_STORAGE_ERROR` (retriable) when the tier fails.
+async fn remote_lookup(
+    broker: &Broker,
+    partition: &Arc<Partition>,
+    query: TimestampQuery,
+) -> Result<Option<TimestampOffset>, i16> {
+    if crate::remote::fetch::remote_pending(broker, partition) {
+        return Err(ResponseError::LeaderNotAvailable.code());
+    }
+    let Some(rlm) = broker.remote.get() else {
+        return Ok(None);
+    };
+    if !crate::remote::RemoteLogManager::is_tiered(broker, partition) {
+        return Ok(None);
+    }
+    rlm.find_offset(partition, query).await.map_err(|e| {
+        tracing::warn!(partition = ?partition, error = %e, "remote timestamp lookup failed");
+        ResponseError::KafkaStorageError.code()
+    })
 }
 
 /// Handles OffsetForLeaderEpoch: epoch 0 ends at the log end; a later epoch

@@ -20,12 +20,19 @@
 //! segments have left local disk; the partition's log start offset is the
 //! first offset held remotely (see [`RemoteLogManager::log_start_offset`]).
 //! Fetches below the local log start are served by [`RemoteLogManager::read`],
-//! which bounds concurrent remote reads by `remote.log.reader.threads` so they
-//! cannot take the blocking threads local fetches use.
+//! which runs them on their own `remote.log.reader.threads` threads
+//! ([`reader`]) so they cannot take the blocking threads local fetches use.
+//! Deletion on request (DeleteRecords, topic deletion, KIP-950 disable) is
+//! in [`delete`], reads beyond plain batches in [`read`], metrics in
+//! [`metrics`].
 
 pub mod backend;
+pub mod delete;
 pub mod fetch;
+pub mod metrics;
 pub mod policy;
+pub mod read;
+pub mod reader;
 pub mod settings;
 pub mod worm;
 
@@ -56,7 +63,7 @@ use {
         sync::{Arc, Mutex, PoisonError},
         time::{Duration, Instant, SystemTime, UNIX_EPOCH},
     },
-    tokio::sync::{Semaphore, watch},
+    tokio::sync::watch,
 };
 
 /// Bytes read from the remote tier at least, so small fetches of a
@@ -77,6 +84,20 @@ struct PartitionState {
     failures: u32,
     /// No copy before this instant (back-off).
     retry_at: Option<Instant>,
+    /// The topic id this state belongs to (a recreated topic starts afresh).
+    topic_id: uuid::Uuid,
+    /// The log start DeleteRecords persisted, if any ([`delete`]).
+    log_start_floor: Option<i64>,
+}
+
+/// Whether the tier is a write-once (WORM) archive, and who publishes its
+/// chain heads.
+#[derive(Debug, Default)]
+pub struct Archive {
+    /// The tier refuses deletes.
+    pub enabled: bool,
+    /// Publishes each new chain head into the metadata topic.
+    pub chain_heads: Option<worm::ChainHeadPublisher>,
 }
 
 /// Copies, expires and serves remote data of tiered partitions.
@@ -85,7 +106,8 @@ pub struct RemoteLogManager {
     storage: Arc<dyn RemoteStorageManager>,
     metadata: Arc<dyn RemoteLogMetadataManager>,
     index_cache: RemoteIndexCache,
-    readers: Semaphore,
+    readers: reader::RemoteReaderPool,
+    deletions: delete::DeletionJournal,
     settings: RemoteSettings,
     state: Mutex<HashMap<(String, i32), PartitionState>>,
     /// The tier is a write-once archive: it refuses deletes, so the delete
@@ -94,6 +116,8 @@ pub struct RemoteLogManager {
     archive: bool,
     /// Publishes WORM chain heads into the metadata topic (archive mode).
     chain_heads: Option<worm::ChainHeadPublisher>,
+    /// Set at shutdown: the running pass stops after its current step.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RemoteLogManager {
@@ -182,23 +206,55 @@ impl RemoteLogManager {
             }
             _ => None,
         };
-        let index_cache = RemoteIndexCache::open(
+        Self::from_parts(
+            broker.config.node_id,
             &broker.config.log_dir,
-            settings.index_cache_bytes,
-            Arc::clone(&storage),
+            settings,
+            storage,
+            metadata,
+            Archive {
+                enabled: built.worm,
+                chain_heads,
+            },
         )
-        .map_err(|e| storage_error(&e))?;
-        Ok(Some(Arc::new(Self {
-            broker_id: broker.config.node_id,
+        .map(Some)
+    }
+
+    /// Builds the manager over a given tier and metadata manager, keeping
+    /// its index cache and deletion journal under `log_dir`.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Task`] if the index cache cannot be opened or the
+    /// reader threads cannot be started, [`BrokerError::Io`] if the deletion
+    /// journal cannot be read.
+    pub fn from_parts(
+        broker_id: i32,
+        log_dir: &std::path::Path,
+        settings: RemoteSettings,
+        storage: Arc<dyn RemoteStorageManager>,
+        metadata: Arc<dyn RemoteLogMetadataManager>,
+        archive: Archive,
+    ) -> Result<Arc<Self>, BrokerError> {
+        let index_cache =
+            RemoteIndexCache::open(log_dir, settings.index_cache_bytes, Arc::clone(&storage))
+                .map_err(|e| storage_error(&e))?;
+        let readers =
+            reader::RemoteReaderPool::new(settings.reader_threads, settings.reader_max_pending)
+                .map_err(|e| BrokerError::Task(format!("remote log reader threads: {e}")))?;
+        Ok(Arc::new(Self {
+            broker_id,
             storage,
             metadata,
             index_cache,
-            readers: Semaphore::new(settings.reader_threads),
+            readers,
+            deletions: delete::DeletionJournal::open(log_dir)?,
             settings,
             state: Mutex::new(HashMap::new()),
-            archive: built.worm,
-            chain_heads,
-        })))
+            archive: archive.enabled,
+            chain_heads: archive.chain_heads,
+            stopping: std::sync::atomic::AtomicBool::new(false),
+        }))
     }
 
     /// Connects to the broker's own `__remote_log_metadata` through its listener.
@@ -222,12 +278,21 @@ impl RemoteLogManager {
     fn partition_state(&self, p: &Partition) -> PartitionState {
         self.lock()
             .get(&(p.topic.clone(), p.index))
+            .filter(|s| s.topic_id == p.topic_id)
             .cloned()
             .unwrap_or_default()
     }
 
-    fn set_partition_state(&self, p: &Partition, state: PartitionState) {
-        self.lock().insert((p.topic.clone(), p.index), state);
+    fn set_partition_state(&self, p: &Partition, mut state: PartitionState) {
+        state.topic_id = p.topic_id;
+        let mut map = self.lock();
+        let key = (p.topic.clone(), p.index);
+        // The task writes back a copy it took earlier: a log start that
+        // DeleteRecords moved meanwhile must not go back.
+        if let Some(current) = map.get(&key).filter(|s| s.topic_id == p.topic_id) {
+            state.log_start_floor = state.log_start_floor.max(current.log_start_floor);
+        }
+        map.insert(key, state);
     }
 
     /// The partition's log start offset: the first offset in the remote tier
@@ -235,9 +300,10 @@ impl RemoteLogManager {
     #[must_use]
     pub fn log_start_offset(&self, p: &Partition) -> i64 {
         let local = p.log.log_start_offset();
-        self.partition_state(p)
-            .remote_start
-            .map_or(local, |r| r.min(local))
+        let state = self.partition_state(p);
+        let start = state.remote_start.map_or(local, |r| r.min(local));
+        // DeleteRecords may have moved it into the middle of a remote segment.
+        state.log_start_floor.map_or(start, |f| start.max(f))
     }
 
     /// Whether the partition's remote metadata is loaded (the first task pass
@@ -266,6 +332,13 @@ impl RemoteLogManager {
 
     /// Runs the copy and retention tasks every task interval until shutdown.
     pub async fn run(self: Arc<Self>, broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+        // Load every tiered partition's metadata before the first copy, so
+        // reads of remote data are served as soon as possible after a start.
+        {
+            let rlm = Arc::clone(&self);
+            let broker = Arc::clone(&broker);
+            let _ = tokio::task::spawn_blocking(move || rlm.prepare_all(&broker)).await;
+        }
         let mut tick = tokio::time::interval(self.settings.task_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -273,16 +346,43 @@ impl RemoteLogManager {
                 _ = tick.tick() => {
                     let rlm = Arc::clone(&self);
                     let broker = Arc::clone(&broker);
-                    let _ = tokio::task::spawn_blocking(move || rlm.run_once(&broker)).await;
+                    let pass = tokio::task::spawn_blocking(move || rlm.run_once(&broker));
+                    tokio::pin!(pass);
+                    tokio::select! {
+                        _ = &mut pass => {}
+                        _ = shutdown.changed() => {
+                            // Finish the segment being copied, skip the rest.
+                            self.stopping.store(true, std::sync::atomic::Ordering::Release);
+                            let _ = pass.await;
+                            break;
+                        }
+                    }
                 }
-                _ = shutdown.changed() => return,
+                _ = shutdown.changed() => break,
             }
         }
+        // Persist the metadata manager's state (e.g. its snapshot cache) so
+        // the next start loads it quickly.
+        let rlm = Arc::clone(&self);
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Err(e) = rlm.metadata.close() {
+                tracing::warn!(error = %e, "closing the remote log metadata manager failed");
+            }
+        })
+        .await;
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// One pass of the tasks over every tiered partition. Blocking.
     pub fn run_once(&self, broker: &Broker) {
+        self.process_pending_deletions();
         for p in broker.partitions.all() {
+            if self.stopping() {
+                return;
+            }
             let Some(meta) = broker.registry.get(&p.topic) else {
                 continue;
             };
@@ -293,6 +393,38 @@ impl RemoteLogManager {
                 tracing::warn!(partition = ?p, error = %e, "remote log manager task failed");
             }
         }
+    }
+
+    /// Assigns every tiered partition to the metadata manager in one call
+    /// (one look at the metadata topic's ends for all of them), then loads
+    /// each. Blocking.
+    fn prepare_all(&self, broker: &Broker) {
+        let started = Instant::now();
+        let partitions: Vec<Arc<Partition>> = broker
+            .partitions
+            .all()
+            .into_iter()
+            .filter(|p| Self::is_tiered(broker, p))
+            .collect();
+        if partitions.is_empty() {
+            return;
+        }
+        let tps: Vec<TopicIdPartition> = partitions.iter().map(|p| Self::tip(p)).collect();
+        if let Err(e) = self.metadata.on_partition_leadership_changes(&tps, &[]) {
+            tracing::warn!(error = %e, "assigning tiered partitions to the metadata manager failed");
+            return;
+        }
+        for (p, tp) in partitions.iter().zip(&tps) {
+            let mut state = self.partition_state(p);
+            if let Err(e) = self.prepare(p, tp, &mut state) {
+                tracing::warn!(partition = ?p, error = %e, "loading remote log metadata failed; the task retries");
+            }
+        }
+        tracing::info!(
+            partitions = partitions.len(),
+            elapsed_ms = started.elapsed().as_millis(),
+            "remote log metadata loaded"
+        );
     }
 
     fn tip(p: &Partition) -> TopicIdPartition {
@@ -311,16 +443,9 @@ impl RemoteLogManager {
         // clean-up of a failed copy needs it as much as the copy does.
         let backing_off = state.retry_at.is_some_and(|t| Instant::now() < t);
         if !state.prepared && !backing_off {
-            let prepared = self.prepare(&tp).and_then(|()| {
-                let mut fresh = state.clone();
-                self.refresh(&tp, &mut fresh).map(|()| fresh)
-            });
-            match prepared {
-                Ok(fresh) => {
-                    state = fresh;
-                    state.prepared = true;
-                    self.set_partition_state(p, state.clone());
-                }
+            let mut fresh = state.clone();
+            match self.prepare(p, &tp, &mut fresh) {
+                Ok(()) => state = fresh,
                 Err(e) => {
                     self.back_off(p, &mut state, &e, "preparing the partition failed");
                     self.set_partition_state(p, state);
@@ -340,6 +465,7 @@ impl RemoteLogManager {
                     state.retry_at = None;
                 }
                 Err(e) => {
+                    metrics::copy_failed(&p.topic);
                     self.back_off(p, &mut state, &e, "segment copy failed");
                     // The failed copy is left in COPY_SEGMENT_STARTED; clean it
                     // (and redo it) at the next attempt.
@@ -359,24 +485,37 @@ impl RemoteLogManager {
         );
         self.apply_local_retention(p, &state, retention);
         self.apply_total_retention(p, &tp, &mut state, retention)?;
+        self.delete_below_log_start(p, &tp, &state)?;
         self.refresh(&tp, &mut state)?;
+        self.publish_gauges(p, &tp, &state)?;
         self.set_partition_state(p, state);
         Ok(())
     }
 
-    /// Assigns the partition to the metadata manager, waits for its metadata
-    /// and cleans up what an earlier run left unfinished.
-    fn prepare(&self, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
+    /// Loads a partition's remote metadata (assigning it to the metadata
+    /// manager and waiting until it is ready), cleans up what an earlier run
+    /// left unfinished, and publishes its remote start.
+    fn prepare(
+        &self,
+        p: &Partition,
+        tp: &TopicIdPartition,
+        state: &mut PartitionState,
+    ) -> Result<(), RemoteStorageError> {
         self.metadata
             .on_partition_leadership_changes(std::slice::from_ref(tp), &[])?;
         let waited = Instant::now();
         while !self.metadata.is_ready(tp) {
-            if waited.elapsed() > Duration::from_secs(30) {
+            if waited.elapsed() > Duration::from_secs(30) || self.stopping() {
                 return Err(backend(format!("metadata of {tp} not ready")));
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(5));
         }
-        self.clean_unfinished(tp)
+        self.clean_unfinished(tp)?;
+        state.log_start_floor = delete::read_log_start(p.log.dir());
+        state.prepared = true;
+        self.refresh(tp, state)?;
+        self.set_partition_state(p, state.clone());
+        Ok(())
     }
 
     /// Records a failure of the remote tier: no remote work on the
@@ -469,7 +608,11 @@ impl RemoteLogManager {
             // bucket's retention expires, and only the metadata is retired.
             tracing::info!(segment = %m.remote_log_segment_id(), "segment retired; its archive objects stay under bucket retention");
         } else {
-            self.storage.delete_log_segment_data(m)?;
+            if let Err(e) = self.storage.delete_log_segment_data(m) {
+                metrics::delete_failed(m.topic_id_partition().topic());
+                return Err(e);
+            }
+            metrics::delete_done(m.topic_id_partition().topic());
         }
         self.index_cache.remove_segment(m.remote_log_segment_id());
         self.update(m, RemoteLogSegmentState::DeleteSegmentFinished, None)
@@ -511,6 +654,9 @@ impl RemoteLogManager {
         // Single node: the high watermark is the log end, and the LSO is never above it.
         let upper = p.log.last_stable_offset().min(p.high_watermark());
         for seg in policy::segments_to_copy(&plain, Self::next_to_copy(state), upper) {
+            if self.stopping() {
+                break;
+            }
             let Some((_, info)) = segments
                 .iter()
                 .find(|(s, _)| s.base_offset == seg.base_offset)
@@ -580,6 +726,7 @@ impl RemoteLogManager {
             RemoteLogSegmentState::CopySegmentFinished,
             custom,
         )?;
+        metrics::copy_done(&p.topic, info.size_bytes);
         tracing::debug!(partition = ?p, base, end, "copied segment to the remote tier");
         self.publish_chain_head(tp)
     }
@@ -665,37 +812,6 @@ impl RemoteLogManager {
             tracing::info!(partition = ?p, segments = n, "total retention deleted remote segments");
         }
         Ok(())
-    }
-
-    /// Reads whole batches from the remote tier starting with the batch that
-    /// holds `offset` (below the local log start), at most `max_bytes` (at
-    /// least one batch if `min_one_batch`). Waits at most
-    /// `remote.fetch.max.wait.ms`, answering no records when that passes.
-    ///
-    /// # Errors
-    ///
-    /// [`RemoteStorageError::SegmentNotFound`] if no finished remote segment
-    /// holds `offset`, or the tier's error.
-    pub async fn read(
-        self: &Arc<Self>,
-        p: &Partition,
-        offset: i64,
-        max_bytes: usize,
-        min_one_batch: bool,
-    ) -> Result<Bytes, RemoteStorageError> {
-        let Ok(_permit) = self.readers.acquire().await else {
-            return Err(RemoteStorageError::Closed);
-        };
-        let rlm = Arc::clone(self);
-        let tp = Self::tip(p);
-        let task = tokio::task::spawn_blocking(move || {
-            rlm.read_blocking(&tp, offset, max_bytes, min_one_batch)
-        });
-        match tokio::time::timeout(self.settings.fetch_max_wait, task).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(e)) => Err(backend(format!("remote read task: {e}"))),
-            Err(_) => Ok(Bytes::new()),
-        }
     }
 
     fn find_segment(
@@ -805,3 +921,6 @@ impl RemoteLogManager {
         Ok(first.map_or_else(Bytes::new, |f| chunk.slice(f..last_end)))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -38,6 +38,8 @@ pub struct RemoteSettings {
     pub index_cache_bytes: u64,
     /// `remote.log.reader.threads`.
     pub reader_threads: usize,
+    /// `remote.log.reader.max.pending.tasks`.
+    pub reader_max_pending: usize,
     /// `remote.fetch.max.wait.ms`.
     pub fetch_max_wait: Duration,
 }
@@ -100,6 +102,10 @@ impl RemoteSettings {
             index_cache_bytes: number("remote.log.index.file.cache.total.size.bytes")?,
             reader_threads: usize::try_from(number("remote.log.reader.threads")?.max(1))
                 .unwrap_or(1),
+            reader_max_pending: usize::try_from(
+                number("remote.log.reader.max.pending.tasks")?.max(1),
+            )
+            .unwrap_or(1),
             fetch_max_wait: Duration::from_millis(number("remote.fetch.max.wait.ms")?),
         }))
     }

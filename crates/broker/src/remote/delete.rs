@@ -1,0 +1,504 @@
+//! Deleting remote data on request: DeleteRecords below the local log start,
+//! topic deletion (the partition delete lifecycle), and turning
+//! `remote.storage.enable` off with `remote.log.delete.on.disable=true`
+//! (KIP-950).
+//!
+//! A topic deletion or a disable must finish even if the broker stops in the
+//! middle, and by then the topic may be gone from the registry, so each
+//! partition to clear is first written to a small journal file in the log
+//! dir; the remote log manager's task works through the journal on every
+//! pass (also the first one after a restart) and drops an entry only once
+//! its remote data is gone. A topic deletion walks the partition through
+//! `DELETE_PARTITION_MARKED` → `DELETE_PARTITION_STARTED` → (every segment
+//! through the segment delete lifecycle) → `DELETE_PARTITION_FINISHED`,
+//! resuming from whichever step the metadata shows. A disable uses the
+//! segment lifecycle alone, as Kafka does, so tiering can be turned on again
+//! afterwards.
+//!
+//! DeleteRecords moves the partition's log start, which for a tiered
+//! partition may lie below the local log start: it is persisted in the
+//! partition directory (`remote-log-start-offset`) because neither the local
+//! log nor the remote metadata can hold an offset in the middle of a remote
+//! segment, and the task deletes the remote segments wholly below it.
+
+use {
+    super::{PartitionState, RemoteLogManager, backend, now_ms},
+    crate::{error::BrokerError, partition::Partition},
+    krabka_remote_storage::{
+        RemoteLogSegmentMetadata, RemoteLogSegmentState, RemotePartitionDeleteMetadata,
+        RemotePartitionDeleteState, RemoteStorageError, TopicIdPartition,
+    },
+    std::{
+        path::{Path, PathBuf},
+        sync::{Mutex, PoisonError},
+        time::{Duration, Instant},
+    },
+    uuid::Uuid,
+};
+
+/// The journal file of pending remote deletions, in the log dir.
+pub const JOURNAL_FILE: &str = "krabka-remote-deletions";
+/// The persisted log start of a tiered partition, in its directory.
+pub const LOG_START_FILE: &str = "remote-log-start-offset";
+/// Longest wait for a partition's remote metadata to load.
+const READY_WAIT: Duration = Duration::from_secs(30);
+
+/// Why a partition's remote data is to be deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletionCause {
+    /// The topic was deleted: the partition delete lifecycle.
+    TopicDeleted,
+    /// `remote.storage.enable` was turned off with
+    /// `remote.log.delete.on.disable=true`: the segment lifecycle only.
+    TieringDisabled,
+}
+
+impl DeletionCause {
+    fn word(self) -> &'static str {
+        match self {
+            Self::TopicDeleted => "topic-deleted",
+            Self::TieringDisabled => "tiering-disabled",
+        }
+    }
+
+    fn parse(word: &str) -> Option<Self> {
+        [Self::TopicDeleted, Self::TieringDisabled]
+            .into_iter()
+            .find(|c| c.word() == word)
+    }
+}
+
+/// One partition whose remote data is to be deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingDeletion {
+    /// Why.
+    pub cause: DeletionCause,
+    /// The partition.
+    pub partition: TopicIdPartition,
+}
+
+impl PendingDeletion {
+    fn line(&self) -> String {
+        let tp = &self.partition;
+        format!(
+            "{} {} {} {}\n",
+            self.cause.word(),
+            tp.topic_id().hyphenated(),
+            tp.partition(),
+            tp.topic()
+        )
+    }
+
+    fn parse(line: &str) -> Option<Self> {
+        let mut words = line.split_whitespace();
+        let cause = DeletionCause::parse(words.next()?)?;
+        let id = Uuid::parse_str(words.next()?).ok()?;
+        let partition = words.next()?.parse().ok()?;
+        let topic = words.next()?;
+        Some(Self {
+            cause,
+            partition: TopicIdPartition::new(id, topic.to_owned(), partition),
+        })
+    }
+}
+
+/// The durable list of partitions whose remote data is still to go.
+#[derive(Debug)]
+pub struct DeletionJournal {
+    path: PathBuf,
+    entries: Mutex<Vec<PendingDeletion>>,
+}
+
+impl DeletionJournal {
+    /// Reads the journal under `log_dir` (empty if there is none).
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Io`] if the file exists but cannot be read.
+    pub fn open(log_dir: &Path) -> Result<Self, BrokerError> {
+        let path = log_dir.join(JOURNAL_FILE);
+        let entries = match std::fs::read_to_string(&path) {
+            Ok(text) => text
+                .lines()
+                .filter_map(|line| {
+                    let entry = PendingDeletion::parse(line);
+                    if entry.is_none() && !line.trim().is_empty() {
+                        tracing::warn!(line, "ignoring a malformed remote-deletion journal line");
+                    }
+                    entry
+                })
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => {
+                return Err(BrokerError::Io {
+                    action: "read the remote-deletion journal",
+                    path,
+                    source,
+                });
+            }
+        };
+        Ok(Self {
+            path,
+            entries: Mutex::new(entries),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PendingDeletion>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn persist(&self, entries: &[PendingDeletion]) -> Result<(), BrokerError> {
+        let text: String = entries.iter().map(PendingDeletion::line).collect();
+        krabka_log::checkpoint::write_atomic(&self.path, text.as_bytes())
+            .map_err(|e| BrokerError::Task(format!("write {}: {e}", self.path.display())))
+    }
+
+    /// Adds entries (durably) unless already there.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Task`] if the journal cannot be written; nothing is
+    /// added then.
+    pub fn add(&self, new: &[PendingDeletion]) -> Result<(), BrokerError> {
+        let mut entries = self.lock();
+        let mut next = entries.clone();
+        for entry in new {
+            if !next.contains(entry) {
+                next.push(entry.clone());
+            }
+        }
+        self.persist(&next)?;
+        *entries = next;
+        Ok(())
+    }
+
+    /// Drops a finished entry (durably).
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Task`] if the journal cannot be written; the entry stays.
+    pub fn remove(&self, done: &PendingDeletion) -> Result<(), BrokerError> {
+        let mut entries = self.lock();
+        let next: Vec<PendingDeletion> = entries.iter().filter(|e| *e != done).cloned().collect();
+        self.persist(&next)?;
+        *entries = next;
+        Ok(())
+    }
+
+    /// The entries still pending.
+    #[must_use]
+    pub fn pending(&self) -> Vec<PendingDeletion> {
+        self.lock().clone()
+    }
+
+    /// Whether remote data of `topic` is still being deleted after tiering
+    /// was turned off.
+    #[must_use]
+    pub fn disabling(&self, topic: &str) -> bool {
+        self.lock()
+            .iter()
+            .any(|e| e.cause == DeletionCause::TieringDisabled && e.partition.topic() == topic)
+    }
+}
+
+/// Kafka's reason for refusing to turn tiering off without deleting.
+pub const DISABLE_WITHOUT_DELETE: &str = "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.";
+
+/// What a change of a topic's `remote.storage.enable` asks for (KIP-950).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TieringChange {
+    /// No change of `remote.storage.enable`.
+    None,
+    /// Turned off: the remote data is to be deleted.
+    Disable,
+    /// Turned on (again).
+    Enable,
+}
+
+/// Kafka's rules for turning `remote.storage.enable` of an existing topic
+/// on or off: turning it off needs `remote.log.delete.on.disable=true` in
+/// the new configuration; turning it on again waits until the remote data
+/// of an earlier disable is gone (`disabling`).
+///
+/// # Errors
+///
+/// The reason text for `INVALID_CONFIG`.
+pub fn validate_tiering_change(
+    topic: &str,
+    was_enabled: bool,
+    now_enabled: bool,
+    delete_on_disable: bool,
+    disabling: bool,
+) -> Result<TieringChange, String> {
+    match (was_enabled, now_enabled) {
+        (true, false) if !delete_on_disable => Err(DISABLE_WITHOUT_DELETE.to_owned()),
+        (true, false) => Ok(TieringChange::Disable),
+        (false, true) if disabling => Err(format!(
+            "Remote data of topic {topic} is still being deleted after remote storage was disabled; enable it again once that has finished."
+        )),
+        (false, true) => Ok(TieringChange::Enable),
+        _ => Ok(TieringChange::None),
+    }
+}
+
+/// Reads a partition's persisted log start, if DeleteRecords set one.
+#[must_use]
+pub fn read_log_start(dir: &Path) -> Option<i64> {
+    krabka_log::checkpoint::read_offset(&dir.join(LOG_START_FILE))
+        .ok()
+        .flatten()
+}
+
+impl RemoteLogManager {
+    /// DeleteRecords on a tiered partition: moves the partition's log start
+    /// to `target` (which may lie in the remote tier), persisted before it
+    /// is answered; the task then deletes the remote segments wholly below
+    /// it, and local segments go at once. Returns the new log start (the
+    /// current one if `target` is not past it). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// `LEADER_NOT_AVAILABLE` (retriable) while the partition's remote
+    /// metadata is loading; `KAFKA_STORAGE_ERROR` if the offset cannot be
+    /// persisted; the log's error code if local segments cannot be deleted.
+    pub fn delete_records(&self, p: &Partition, target: i64) -> Result<i64, i16> {
+        use kafka_protocol::error::ResponseError;
+        if !self.is_loaded(p) {
+            return Err(ResponseError::LeaderNotAvailable.code());
+        }
+        let current = self.log_start_offset(p);
+        if target <= current {
+            return Ok(current);
+        }
+        krabka_log::checkpoint::write_offset(&p.log.dir().join(LOG_START_FILE), target)
+            .map_err(|_| ResponseError::KafkaStorageError.code())?;
+        let mut state = self.partition_state(p);
+        state.log_start_floor = Some(target);
+        self.set_partition_state(p, state);
+        if target > p.log.log_start_offset() {
+            p.log
+                .advance_log_start_offset(target)
+                .map_err(|e| e.kafka_error_code())?;
+        }
+        tracing::info!(partition = ?p, log_start = target, "DeleteRecords moved the log start into the tiered log");
+        Ok(target)
+    }
+
+    /// Deletes the finished remote segments wholly below the partition's
+    /// persisted log start (DeleteRecords). Part of the task pass.
+    pub(super) fn delete_below_log_start(
+        &self,
+        p: &Partition,
+        tp: &TopicIdPartition,
+        state: &PartitionState,
+    ) -> Result<(), RemoteStorageError> {
+        let Some(floor) = state.log_start_floor else {
+            return Ok(());
+        };
+        let mut deleted = 0usize;
+        for m in self.metadata.list_remote_log_segments(tp)? {
+            if m.state() == RemoteLogSegmentState::CopySegmentFinished && m.end_offset() < floor {
+                self.delete_remote(&m, true)?;
+                deleted += 1;
+            }
+        }
+        if deleted > 0 {
+            tracing::info!(partition = ?p, segments = deleted, log_start = floor, "deleted remote segments below the log start");
+        }
+        Ok(())
+    }
+
+    /// Topic deletion: journals every partition of the topic; the task's
+    /// next pass deletes its remote data (after any copy of the pass that
+    /// is running, so nothing copied late is left behind). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Task`] if the journal cannot be written (nothing is
+    /// deleted then, and the caller must not delete the topic).
+    pub fn topic_deleted(&self, topic: &str, id: Uuid, partitions: i32) -> Result<(), BrokerError> {
+        self.journal_topic(DeletionCause::TopicDeleted, topic, id, partitions)?;
+        self.forget_topic(topic);
+        Ok(())
+    }
+
+    /// `remote.storage.enable` turned off with
+    /// `remote.log.delete.on.disable=true`: journals every partition; the
+    /// task deletes the remote data. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Task`] if the journal cannot be written.
+    pub fn tiering_disabled(
+        &self,
+        topic: &str,
+        id: Uuid,
+        partitions: i32,
+    ) -> Result<(), BrokerError> {
+        self.journal_topic(DeletionCause::TieringDisabled, topic, id, partitions)
+    }
+
+    /// Whether remote data of `topic` is still being deleted after tiering
+    /// was turned off (re-enabling must wait for it).
+    #[must_use]
+    pub fn disabling(&self, topic: &str) -> bool {
+        self.deletions.disabling(topic)
+    }
+
+    fn journal_topic(
+        &self,
+        cause: DeletionCause,
+        topic: &str,
+        id: Uuid,
+        partitions: i32,
+    ) -> Result<(), BrokerError> {
+        let entries: Vec<PendingDeletion> = (0..partitions)
+            .map(|index| PendingDeletion {
+                cause,
+                partition: TopicIdPartition::new(id, topic.to_owned(), index),
+            })
+            .collect();
+        self.deletions.add(&entries)
+    }
+
+    fn forget_topic(&self, topic: &str) {
+        self.lock().retain(|(t, _), _| t != topic);
+    }
+
+    /// Works through the journal; an entry that fails stays for the next
+    /// pass. Runs on the task's thread only, so it never overlaps a copy.
+    pub(super) fn process_pending_deletions(&self) {
+        for entry in self.deletions.pending() {
+            match self.delete_partition_data(&entry) {
+                Ok(()) => {
+                    if let Err(e) = self.deletions.remove(&entry) {
+                        tracing::warn!(error = %e, "remote deletion done but not journaled");
+                    }
+                    if entry.cause == DeletionCause::TieringDisabled {
+                        // The next enable starts from an empty tier.
+                        self.lock().remove(&(
+                            entry.partition.topic().to_owned(),
+                            entry.partition.partition(),
+                        ));
+                    }
+                    tracing::info!(partition = %entry.partition, cause = entry.cause.word(), "remote data deleted");
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %entry.partition, error = %e, "deleting remote data failed; retrying later");
+                }
+            }
+        }
+    }
+
+    fn wait_ready(&self, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
+        self.metadata
+            .on_partition_leadership_changes(std::slice::from_ref(tp), &[])?;
+        let waited = Instant::now();
+        while !self.metadata.is_ready(tp) {
+            if waited.elapsed() > READY_WAIT {
+                return Err(backend(format!("metadata of {tp} not ready")));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    fn delete_segments(
+        &self,
+        segments: &[RemoteLogSegmentMetadata],
+    ) -> Result<(), RemoteStorageError> {
+        for m in segments {
+            let started = m.state() == RemoteLogSegmentState::DeleteSegmentStarted;
+            self.delete_remote(m, !started)?;
+        }
+        Ok(())
+    }
+
+    fn delete_partition_data(&self, entry: &PendingDeletion) -> Result<(), RemoteStorageError> {
+        let tp = &entry.partition;
+        self.wait_ready(tp)?;
+        match entry.cause {
+            DeletionCause::TieringDisabled => {
+                self.delete_segments(&self.metadata.list_remote_log_segments(tp)?)
+            }
+            DeletionCause::TopicDeleted => {
+                use RemotePartitionDeleteState::{
+                    DeletePartitionFinished, DeletePartitionMarked, DeletePartitionStarted,
+                };
+                let put = |state| {
+                    self.metadata.put_remote_partition_delete_metadata(
+                        RemotePartitionDeleteMetadata::new(
+                            tp.clone(),
+                            state,
+                            now_ms(),
+                            self.broker_id,
+                        ),
+                    )
+                };
+                let mut step = self
+                    .metadata
+                    .remote_partition_delete_metadata(tp)?
+                    .map(|d| d.state());
+                if step.is_none() {
+                    put(DeletePartitionMarked)?;
+                    step = Some(DeletePartitionMarked);
+                }
+                if step == Some(DeletePartitionMarked) {
+                    put(DeletePartitionStarted)?;
+                    step = Some(DeletePartitionStarted);
+                }
+                if step == Some(DeletePartitionStarted) {
+                    self.delete_segments(&self.metadata.list_remote_log_segments(tp)?)?;
+                    put(DeletePartitionFinished)?;
+                }
+                self.metadata
+                    .on_stopped_partitions(std::slice::from_ref(tp))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn kip950_disable_needs_delete_and_reenable_waits_for_it() {
+        check!(
+            validate_tiering_change("t", true, false, false, false)
+                == Err(DISABLE_WITHOUT_DELETE.to_owned())
+        );
+        check!(
+            validate_tiering_change("t", true, false, true, false) == Ok(TieringChange::Disable)
+        );
+        check!(validate_tiering_change("t", false, true, false, true).is_err());
+        check!(
+            validate_tiering_change("t", false, true, false, false) == Ok(TieringChange::Enable)
+        );
+        check!(validate_tiering_change("t", true, true, false, true) == Ok(TieringChange::None));
+        check!(validate_tiering_change("t", false, false, false, false) == Ok(TieringChange::None));
+    }
+
+    #[test]
+    fn journal_survives_reopen_and_forgets_finished_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = DeletionJournal::open(dir.path()).unwrap();
+        check!(journal.pending().is_empty());
+        let id = Uuid::new_v4();
+        let a = PendingDeletion {
+            cause: DeletionCause::TopicDeleted,
+            partition: TopicIdPartition::new(id, "gone".to_owned(), 0),
+        };
+        let b = PendingDeletion {
+            cause: DeletionCause::TieringDisabled,
+            partition: TopicIdPartition::new(id, "off.topic_1".to_owned(), 3),
+        };
+        journal.add(&[a.clone(), b.clone(), a.clone()]).unwrap();
+        let reopened = DeletionJournal::open(dir.path()).unwrap();
+        check!(reopened.pending() == vec![a.clone(), b.clone()]);
+        check!(reopened.disabling("off.topic_1"));
+        check!(!reopened.disabling("gone"));
+        reopened.remove(&a).unwrap();
+        check!(DeletionJournal::open(dir.path()).unwrap().pending() == vec![b]);
+    }
+}
