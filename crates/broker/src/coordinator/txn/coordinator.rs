@@ -721,8 +721,10 @@ impl TransactionCoordinator {
                         .any(|p| p.0 == m.producer_id.0)
             })
             .filter(|(_, m)| {
+                // KIP-994: only transactions running longer than the filter.
                 request.duration_filter < 0
-                    || (m.txn_start_ms >= 0
+                    || (m.state.is_running()
+                        && m.txn_start_ms >= 0
                         && now.saturating_sub(m.txn_start_ms) > request.duration_filter)
             })
             .map(|(id, m)| {

@@ -101,6 +101,16 @@ impl TxnState {
         })
     }
 
+    /// Whether a transaction is open or completing (what ListTransactions'
+    /// duration filter looks at).
+    #[must_use]
+    pub fn is_running(self) -> bool {
+        matches!(
+            self,
+            Self::Ongoing | Self::PrepareCommit | Self::PrepareAbort
+        )
+    }
+
     fn is_preparing(self) -> bool {
         matches!(self, Self::PrepareCommit | Self::PrepareAbort)
     }
@@ -128,8 +138,8 @@ pub struct TxnMetadata {
     pub state: TxnState,
     /// The partitions of the open (or completing) transaction.
     pub partitions: BTreeSet<TopicPartition>,
-    /// When the open transaction started (first partition added), ms; -1
-    /// when none is open.
+    /// When the transaction started (first partition added), ms; kept once
+    /// it completes, -1 after InitProducerId.
     pub txn_start_ms: i64,
     /// When the metadata last changed, ms.
     pub last_update_ms: i64,
@@ -537,8 +547,8 @@ impl TxnManager {
         } else {
             TxnState::CompleteAbort
         };
+        // Kafka keeps the start time of the completed transaction.
         next.partitions.clear();
-        next.txn_start_ms = -1;
         next.last_update_ms = now_ms;
         next.markers_in_flight = false;
         Some(Transition {
