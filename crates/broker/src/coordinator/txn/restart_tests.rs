@@ -336,6 +336,11 @@ async fn a_commit_prepared_before_a_crash_completes_and_an_open_one_aborts_after
     check!(committed_offset(&broker, "g").await == 4);
     let again = init(&broker, "committing", 60_000).await;
     check!(again == (committing.0, committing.1 + 1));
+    // The persisted allocator never hands out an id again after restarts.
+    let fresh = init(&broker, "fresh", 60_000).await;
+    check!(fresh.0 != dying.0);
+    check!(fresh.0 != committing.0);
+    check!(fresh.1 == 0);
     let resp: ListGroupsResponse = call(
         &broker,
         ApiKey::ListGroups,
