@@ -19,6 +19,7 @@ from objstore import (
     create_locked_bucket, gcs_object_names, list_keys, s3_broker_settings, s3_client,
 )
 from test_tiered import loaded_watermark, local_logs, low_watermark, read_all_and_compare, read_with_kcat
+from test_tiered_reads import offsets_for_times
 
 RECORDS = 50_000
 
@@ -85,7 +86,19 @@ def test_s3_round_trip_restart_and_kill9(broker_factory, s3_endpoint):
     topic = "tiered-s3"
     create_topic(broker.bootstrap, topic, config=TOPIC_CONFIG)
     records = make_records(RECORDS, "s")
-    produce_confluent(broker.bootstrap, topic, records, extra={"batch.size": 32768})
+    # Ten milliseconds apart, an hour ago, so lookups by time have one answer.
+    base = int(time.time() * 1000) - 3_600_000
+    timestamps = [base + 10 * i for i in range(RECORDS)]
+    produce_confluent(broker.bootstrap, topic, records, extra={"batch.size": 32768},
+                      timestamps=timestamps)
+
+    def check_time_lookups():
+        # Offsets by timestamp that land in remote data (the first segments
+        # left local disk), exactly on a record and between two records.
+        assert int(local_logs(broker, topic)[0].split(".")[0]) > 4321
+        assert offsets_for_times(broker.bootstrap, topic, timestamps[1234]) == 1234
+        assert offsets_for_times(broker.bootstrap, topic, timestamps[4321] - 5) == 4321
+        assert offsets_for_times(broker.bootstrap, topic, 0) == 0
 
     remote = lambda: segment_logs(list_keys(s3_endpoint, bucket, "tier/"), topic)
     wait_for(lambda: len(remote()) >= 10 and len(local_logs(broker, topic)) <= 4,
@@ -101,10 +114,12 @@ def test_s3_round_trip_restart_and_kill9(broker_factory, s3_endpoint):
     read_all_and_compare(broker, topic, records)
     if kcat_path():
         read_with_kcat(broker, topic, records)
+    check_time_lookups()
 
     broker.restart()
     wait_for(lambda: loaded_watermark(broker.bootstrap, topic), timeout=60, what="remote metadata to load")
     read_all_and_compare(broker, topic, records)
+    check_time_lookups()
     assert_each_segment_once(remote())
 
     # kill -9 in the middle of copying more, then restart: each segment once.
