@@ -40,8 +40,10 @@ def wait_until(predicate, what, timeout=WAIT, step=0.001):
 class Broker:
     """One `krabka serve` process with its own data directory."""
 
-    def __init__(self, settings=None, prefix="krabka-bench-"):
-        self.dir = tempfile.mkdtemp(prefix=prefix)
+    def __init__(self, settings=None, prefix="krabka-bench-", directory=None):
+        # A directory the caller names is the caller's: it is kept on stop.
+        self.owns_dir = directory is None
+        self.dir = tempfile.mkdtemp(prefix=prefix) if directory is None else directory
         self.data_dir = os.path.join(self.dir, "data")
         self.port = free_port()
         self.bootstrap = "127.0.0.1:%d" % self.port
@@ -78,7 +80,8 @@ class Broker:
         return 0
 
     def stop(self):
-        """SIGTERM, a bounded wait, then the data directory is removed."""
+        """SIGTERM, a bounded wait, then the data directory is removed
+        (unless the caller named it)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -87,7 +90,8 @@ class Broker:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.owns_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class RssSampler:

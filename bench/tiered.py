@@ -31,8 +31,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,28 +40,12 @@ import urllib.request
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RELEASE = os.path.join(ROOT, "target", "release")
-KRABKA_BIN = os.environ.get("KRABKA_BIN", os.path.join(RELEASE, "krabka"))
-BENCH_BIN = os.environ.get("KRABKA_BENCH_BIN", os.path.join(RELEASE, "krabka-bench"))
+from benchlib import KRABKA_BIN, ROOT, Broker, free_port, wait_until
+
+BENCH_BIN = os.environ.get("KRABKA_BENCH_BIN", os.path.join(ROOT, "target", "release", "krabka-bench"))
 SEGMENT = 16 * 1024 * 1024
 RECORD = 1024
 WAIT = 600  # seconds any single wait may take
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate, what, timeout=WAIT, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return time.monotonic()
-        time.sleep(step)
-    raise RuntimeError("timed out waiting for " + what)
 
 
 class Moto:
@@ -92,43 +74,19 @@ class Moto:
         self.log.close()
 
 
-class Broker:
+class TieredBroker(Broker):
+    """A broker with tiering on, in `workdir` (kept for inspection)."""
+
     def __init__(self, workdir, tier_settings):
-        self.dir = workdir
-        self.port = free_port()
-        self.bootstrap = "127.0.0.1:%d" % self.port
-        self.data = os.path.join(self.dir, "data")
         settings = {
-            "listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
-            "log.dirs": self.data,
-            "krabka.metrics.listener": "",
             "remote.log.storage.system.enable": "true",
             "remote.log.manager.task.interval.ms": "200",
             # Time-based rolls are checked this often (see roll_tiered).
             "log.retention.check.interval.ms": "500",
         }
         settings.update(tier_settings)
-        cmd = [KRABKA_BIN, "serve"]
-        for k, v in settings.items():
-            cmd += ["--override", "%s=%s" % (k, v)]
-        self.log = open(os.path.join(self.dir, "krabka.log"), "wb")
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-
-        def listening():
-            if self.process.poll() is not None:
-                raise RuntimeError("krabka exited with %s" % self.process.returncode)
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return True
-            except OSError:
-                return False
-        wait_until(listening, "the broker to listen", timeout=60)
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=60)
-        self.log.close()
+        super().__init__(settings, directory=workdir)
+        self.data = self.data_dir
 
     def local_logs(self, topic):
         d = os.path.join(self.data, topic + "-0")
@@ -191,7 +149,7 @@ def mb_per_s(report):
 
 def run_tier(name, tier_settings, mib, rounds, tier_bytes):
     workdir = tempfile.mkdtemp(prefix="krabka-bench-tiered-%s-" % name)
-    broker = Broker(workdir, tier_settings)
+    broker = TieredBroker(workdir, tier_settings)
     try:
         admin = create_topics(broker.bootstrap)
         records = mib * 1024 * 1024 // RECORD
@@ -203,7 +161,7 @@ def run_tier(name, tier_settings, mib, rounds, tier_bytes):
         t0 = time.monotonic()
         alter_tiered(admin, remote_log_copy_disable="false")
         t1 = wait_until(lambda: len(broker.local_logs("tiered")) == 1, "every segment to be copied",
-                        step=0.02)
+                        timeout=WAIT, step=0.02)
         copied = tier_bytes(broker)
         copy = copied / (t1 - t0) / 1e6
         out = {"tier": name, "segments_copied": segments - 1, "bytes_copied": copied,

@@ -30,66 +30,16 @@ One partition, one producer, linger.ms=5.
 
 import argparse
 import os
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KRABKA_BIN = os.environ.get("KRABKA_BIN", os.path.join(ROOT, "target", "release", "krabka"))
+from benchlib import KRABKA_BIN, WAIT, Broker
+
 RECORDS_PER_TXN = 100
-WAIT = 60  # seconds any single wait may take
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Broker:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="krabka-bench-txn-")
-        self.port = free_port()
-        self.bootstrap = "127.0.0.1:%d" % self.port
-        settings = {
-            "listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
-            "log.dirs": os.path.join(self.dir, "data"),
-            "krabka.metrics.listener": "",
-        }
-        cmd = [KRABKA_BIN, "serve"]
-        for k, v in settings.items():
-            cmd += ["--override", "%s=%s" % (k, v)]
-        self.log = open(os.path.join(self.dir, "krabka.log"), "wb")
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("krabka exited with %s" % self.process.returncode)
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the broker did not start listening")
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def create_topic(bootstrap, name):
@@ -170,7 +120,7 @@ def main():
     args = parser.parse_args()
     if not os.path.exists(KRABKA_BIN):
         sys.exit("no broker binary at %s: cargo build --release -p krabka-broker" % KRABKA_BIN)
-    broker = Broker()
+    broker = Broker(prefix="krabka-bench-txn-")
     try:
         with open("/proc/loadavg") as f:
             print("load average at start:", f.read().strip(), flush=True)
