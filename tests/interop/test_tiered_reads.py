@@ -3,7 +3,6 @@ the real broker, filesystem tier: read_committed over committed and aborted
 transactions that left local disk, offsets by timestamp and the max
 timestamp landing in remote data, and both again right after a restart."""
 
-import os
 import time
 import uuid
 
@@ -11,26 +10,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from helpers import admin, create_topic, make_records, produce_confluent, wait_for
-
-TIERED_BROKER = {
-    "remote.log.storage.system.enable": "true",
-    "remote.log.manager.task.interval.ms": "300",
-}
-
-
-def local_logs(broker, topic):
-    d = os.path.join(broker.data_dir, topic + "-0")
-    return sorted(f for f in os.listdir(d) if f.endswith(".log"))
-
-
-def remote_logs(broker, topic):
-    root = os.path.join(broker.data_dir, "krabka-remote-tier")
-    out = []
-    for d in os.listdir(root) if os.path.isdir(root) else []:
-        if d.startswith(topic + "-0-"):
-            out += [f for f in os.listdir(os.path.join(root, d)) if f.endswith(".log")]
-    return sorted(out)
-
+from test_tiered import TIERED_BROKER, local_logs, remote_logs
 
 def local_start(broker, topic):
     return int(local_logs(broker, topic)[0].split(".")[0])
@@ -100,9 +80,11 @@ def test_tiered_read_committed_from_remote_segments(broker_factory):
     everything.append(b"the end")
 
     # Transactions, committed and aborted, leave local disk.
-    wait_for(lambda: len(remote_logs(broker, topic)) >= 10 and local_start(broker, topic) > 0,
+    # Copies and local retention go on while this waits: wait for most
+    # segments to have left, not just the first ones.
+    wait_for(lambda: len(remote_logs(broker, topic)) >= 10 and local_start(broker, topic) > 0
+             and len(remote_logs(broker, topic)) > len(local_logs(broker, topic)),
              timeout=60, what="transactional segments to leave local disk")
-    assert len(remote_logs(broker, topic)) > len(local_logs(broker, topic))
 
     got = read_all(broker.bootstrap, topic, "read_committed", len(committed))
     assert [v for _, v in got] == committed
