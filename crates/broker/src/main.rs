@@ -94,7 +94,10 @@ fn load(config: Option<PathBuf>, overrides: &[String]) -> Result<BrokerConfig, S
     BrokerConfig::from_raw(&raw).map_err(|e| e.to_string())
 }
 
-fn remote_metadata_dump(request: cli::remote_metadata::DumpRequest) -> ExitCode {
+/// Runs one async CLI command to completion; its error goes to stderr.
+fn block_on_cli<T, E: std::fmt::Display>(
+    command: impl std::future::Future<Output = Result<T, E>>,
+) -> Option<T> {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -102,41 +105,32 @@ fn remote_metadata_dump(request: cli::remote_metadata::DumpRequest) -> ExitCode 
         Ok(r) => r,
         Err(e) => {
             eprintln!("krabka: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+            return None;
         }
     };
-    match runtime.block_on(cli::remote_metadata::dump(&request)) {
-        Ok(dump) => {
+    runtime
+        .block_on(command)
+        .map_err(|e| eprintln!("krabka: {e}"))
+        .ok()
+}
+
+fn remote_metadata_dump(request: cli::remote_metadata::DumpRequest) -> ExitCode {
+    match block_on_cli(cli::remote_metadata::dump(&request)) {
+        Some(dump) => {
             println!("{}", dump.to_json_pretty());
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("krabka: {e}");
-            ExitCode::FAILURE
-        }
+        None => ExitCode::FAILURE,
     }
 }
 
 fn worm_heads(request: cli::worm_heads::HeadsRequest) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("krabka: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(cli::worm_heads::heads(&request)) {
-        Ok(records) => {
+    match block_on_cli(cli::worm_heads::heads(&request)) {
+        Some(records) => {
             print!("{}", cli::worm_heads::render(&records));
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("krabka: {e}");
-            ExitCode::FAILURE
-        }
+        None => ExitCode::FAILURE,
     }
 }
 

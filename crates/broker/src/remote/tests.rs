@@ -104,6 +104,27 @@ fn harness() -> Harness {
 }
 
 impl Harness {
+    /// A "restarted" manager: a new one over the same metadata, tier and
+    /// disk, after its first task pass.
+    async fn restarted(&self) -> Arc<RemoteLogManager> {
+        let again = RemoteLogManager::from_parts(
+            0,
+            &self.broker.config.log_dir,
+            RemoteSettings::from_config(&self.broker.config)
+                .unwrap()
+                .unwrap(),
+            Arc::new(LocalTieredStorage::new(self.tier.clone())),
+            Arc::clone(&self.metadata) as Arc<dyn RemoteLogMetadataManager>,
+            Archive::default(),
+        )
+        .unwrap();
+        let (rlm, broker) = (Arc::clone(&again), Arc::clone(&self.broker));
+        tokio::task::spawn_blocking(move || rlm.run_once(&broker))
+            .await
+            .unwrap();
+        again
+    }
+
     async fn topic(&self, name: &str, extra: &[(&str, &str)]) -> Arc<Partition> {
         let mut configs: BTreeMap<String, String> = [
             ("segment.bytes", "2048"),
@@ -456,21 +477,7 @@ async fn delete_records_below_the_local_start_moves_the_log_start_and_deletes_re
 
     // After a restart (a new manager over the same metadata and disk) the
     // log start is still the one DeleteRecords set.
-    let again = RemoteLogManager::from_parts(
-        0,
-        &h.broker.config.log_dir,
-        RemoteSettings::from_config(&h.broker.config)
-            .unwrap()
-            .unwrap(),
-        Arc::new(LocalTieredStorage::new(h.tier.clone())),
-        Arc::clone(&h.metadata) as Arc<dyn RemoteLogMetadataManager>,
-        Archive::default(),
-    )
-    .unwrap();
-    let (rlm, broker) = (Arc::clone(&again), Arc::clone(&h.broker));
-    tokio::task::spawn_blocking(move || rlm.run_once(&broker))
-        .await
-        .unwrap();
+    let again = h.restarted().await;
     check!(again.log_start_offset(&p) == target);
 }
 
@@ -592,21 +599,7 @@ async fn topic_deletion_deletes_the_remote_data_through_the_partition_lifecycle_
 
     // "Restart": a new manager over the same metadata, disk and journal.
     failing.store(false, Ordering::Release);
-    let again = RemoteLogManager::from_parts(
-        0,
-        &h.broker.config.log_dir,
-        RemoteSettings::from_config(&h.broker.config)
-            .unwrap()
-            .unwrap(),
-        Arc::new(LocalTieredStorage::new(h.tier.clone())),
-        Arc::clone(&h.metadata) as Arc<dyn RemoteLogMetadataManager>,
-        Archive::default(),
-    )
-    .unwrap();
-    let (rlm, broker) = (Arc::clone(&again), Arc::clone(&h.broker));
-    tokio::task::spawn_blocking(move || rlm.run_once(&broker))
-        .await
-        .unwrap();
+    let again = h.restarted().await;
     check!(h.tier_logs_of(&tp).is_empty());
     check!(
         h.metadata
