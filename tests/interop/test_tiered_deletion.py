@@ -38,15 +38,26 @@ def remote_logs(broker, topic):
 
 
 def local_start(broker, topic):
+    return local_bases(broker, topic)[0]
+
+
+def local_bases(broker, topic):
     d = os.path.join(broker.data_dir, topic + "-0")
-    return min(int(f.split(".")[0]) for f in os.listdir(d) if f.endswith(".log"))
+    return sorted(int(f.split(".")[0]) for f in os.listdir(d) if f.endswith(".log"))
+
+
+def copies_done(broker, topic):
+    """Every segment but the active one is in the tier (so the tier's
+    listing stops changing) and some have left local disk."""
+    remote = [int(n.split("-")[0]) for n in remote_logs(broker, topic)]
+    local = local_bases(broker, topic)
+    return len(remote) >= 10 and local[0] > 0 and len(local) >= 2 and max(remote) == local[-2]
 
 
 def tiered_topic(broker, topic):
     create_topic(broker.bootstrap, topic, config=TOPIC_CONFIG)
     produce_confluent(broker.bootstrap, topic, make_records(RECORDS, topic), extra={"batch.size": 16384})
-    wait_for(lambda: len(remote_logs(broker, topic)) >= 10 and local_start(broker, topic) > 0,
-             timeout=60, what="segments to leave local disk")
+    wait_for(lambda: copies_done(broker, topic), timeout=60, what="segments to be copied and leave local disk")
 
 
 def watermarks(bootstrap, topic):

@@ -363,10 +363,15 @@ async fn alter_resource(
                     rlm.tiering_disabled(&name, meta.id, meta.partitions)
                         .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
                 }
-                broker
-                    .registry
-                    .set_topic_configs(&name, next)
-                    .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
+                if let Err(e) = broker.registry.set_topic_configs(&name, next) {
+                    if tiering == TieringChange::Disable
+                        && let Some(rlm) = broker.remote.get()
+                        && let Err(e) = rlm.tiering_disable_aborted(&name)
+                    {
+                        tracing::warn!(topic = %name, error = %e, "a disable that failed is still journaled; it is dropped at the next start");
+                    }
+                    return Err(refuse(ResponseError::KafkaStorageError, e.to_string()));
+                }
                 if let Some(meta) = broker.registry.get(&name) {
                     broker.refresh_topic_config(&meta);
                     tracing::info!(topic = %name, configs = ?meta.configs, "topic configs changed");

@@ -23,7 +23,7 @@
 
 use {
     super::{PartitionState, RemoteLogManager, backend, now_ms},
-    crate::{error::BrokerError, partition::Partition},
+    crate::{broker::Broker, error::BrokerError, partition::Partition},
     krabka_remote_storage::{
         RemoteLogSegmentMetadata, RemoteLogSegmentState, RemotePartitionDeleteMetadata,
         RemotePartitionDeleteState, RemoteStorageError, TopicIdPartition,
@@ -172,17 +172,28 @@ impl DeletionJournal {
         Ok(())
     }
 
+    /// Drops every entry `gone` picks (durably).
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Task`] if the journal cannot be written; the entries stay.
+    pub fn remove_where(&self, gone: impl Fn(&PendingDeletion) -> bool) -> Result<(), BrokerError> {
+        let mut entries = self.lock();
+        let next: Vec<PendingDeletion> = entries.iter().filter(|e| !gone(e)).cloned().collect();
+        if next.len() != entries.len() {
+            self.persist(&next)?;
+            *entries = next;
+        }
+        Ok(())
+    }
+
     /// Drops a finished entry (durably).
     ///
     /// # Errors
     ///
     /// [`BrokerError::Task`] if the journal cannot be written; the entry stays.
     pub fn remove(&self, done: &PendingDeletion) -> Result<(), BrokerError> {
-        let mut entries = self.lock();
-        let next: Vec<PendingDeletion> = entries.iter().filter(|e| *e != done).cloned().collect();
-        self.persist(&next)?;
-        *entries = next;
-        Ok(())
+        self.remove_where(|e| e == done)
     }
 
     /// The entries still pending.
@@ -239,6 +250,14 @@ pub fn validate_tiering_change(
         (false, true) => Ok(TieringChange::Enable),
         _ => Ok(TieringChange::None),
     }
+}
+
+/// Whether the topic of `tp` (the same topic, not one of the same name
+/// created since) still has `remote.storage.enable=true`.
+fn still_tiered(broker: &Broker, tp: &TopicIdPartition) -> bool {
+    broker.registry.get(tp.topic()).is_some_and(|meta| {
+        meta.id == tp.topic_id() && super::is_tiered(broker, &meta.configs, "remote.storage.enable")
+    })
 }
 
 /// Reads a partition's persisted log start, if DeleteRecords set one.
@@ -365,10 +384,47 @@ impl RemoteLogManager {
         self.lock().retain(|(t, _), _| t != topic);
     }
 
+    /// An alter that journaled a disable but could not store the new
+    /// configuration: the entries go again, since tiering stays on.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Task`] if the journal cannot be written.
+    pub fn tiering_disable_aborted(&self, topic: &str) -> Result<(), BrokerError> {
+        self.deletions.remove_where(|e| {
+            e.cause == DeletionCause::TieringDisabled && e.partition.topic() == topic
+        })
+    }
+
+    /// At start: a disable whose alter never stored the configuration (the
+    /// broker stopped in between) was never answered, so the topic is still
+    /// tiered and its remote data must stay. Blocking.
+    pub(super) fn drop_unfinished_disables(&self, broker: &Broker) {
+        let unfinished = |e: &PendingDeletion| {
+            e.cause == DeletionCause::TieringDisabled && still_tiered(broker, &e.partition)
+        };
+        if self.deletions.pending().iter().any(unfinished) {
+            tracing::warn!(
+                "dropping remote deletions of an alter that did not finish: the topic is still tiered"
+            );
+            if let Err(e) = self.deletions.remove_where(unfinished) {
+                tracing::warn!(error = %e, "dropping unfinished remote deletions failed");
+            }
+        }
+    }
+
     /// Works through the journal; an entry that fails stays for the next
     /// pass. Runs on the task's thread only, so it never overlaps a copy.
-    pub(super) fn process_pending_deletions(&self) {
+    /// A disable waits until its alter has stored the new configuration:
+    /// before that the pass may still copy, and a copy made after the
+    /// deletion would be left in the tier with nobody to delete it.
+    pub(super) fn process_pending_deletions(&self, broker: &Broker) {
         for entry in self.deletions.pending() {
+            if entry.cause == DeletionCause::TieringDisabled
+                && still_tiered(broker, &entry.partition)
+            {
+                continue;
+            }
             match self.delete_partition_data(&entry) {
                 Ok(()) => {
                     if let Err(e) = self.deletions.remove(&entry) {

@@ -337,7 +337,7 @@ impl RemoteLogManager {
         {
             let rlm = Arc::clone(&self);
             let broker = Arc::clone(&broker);
-            let _ = tokio::task::spawn_blocking(move || rlm.prepare_all(&broker)).await;
+            let _ = tokio::task::spawn_blocking(move || rlm.before_first_pass(&broker)).await;
         }
         let mut tick = tokio::time::interval(self.settings.task_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -376,9 +376,17 @@ impl RemoteLogManager {
         self.stopping.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// What a start does before the first pass: forgets a disable that
+    /// never finished, and loads the metadata of every tiered partition.
+    /// Blocking.
+    pub(super) fn before_first_pass(&self, broker: &Broker) {
+        self.drop_unfinished_disables(broker);
+        self.prepare_all(broker);
+    }
+
     /// One pass of the tasks over every tiered partition. Blocking.
     pub fn run_once(&self, broker: &Broker) {
-        self.process_pending_deletions();
+        self.process_pending_deletions(broker);
         for p in broker.partitions.all() {
             if self.stopping() {
                 return;
