@@ -40,7 +40,7 @@ def wait_until(predicate, what, timeout=WAIT, step=0.001):
 class Broker:
     """One `krabka serve` process with its own data directory."""
 
-    def __init__(self, settings=None, prefix="krabka-bench-", directory=None):
+    def __init__(self, settings=None, prefix="krabka-bench-", directory=None, binary=None):
         # A directory the caller names is the caller's: it is kept on stop.
         self.owns_dir = directory is None
         self.dir = tempfile.mkdtemp(prefix=prefix) if directory is None else directory
@@ -53,7 +53,7 @@ class Broker:
             "krabka.metrics.listener": "",
         }
         merged.update(settings or {})
-        cmd = [KRABKA_BIN, "serve"]
+        cmd = [binary or KRABKA_BIN, "serve"]
         for k, v in merged.items():
             cmd += ["--override", "%s=%s" % (k, v)]
         self.log = open(os.path.join(self.dir, "krabka.log"), "wb")

@@ -228,3 +228,20 @@ def test_every_acks_level_and_read_committed(broker, acks):
     # acks=0 gets no answers; the records are still all there, in order.
     got = consume_confluent(broker.bootstrap, topic, len(records), extra={"isolation.level": "read_committed"})
     assert as_tuples(got) == records
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_one_record_per_request_pipelined_keeps_order(broker, acks):
+    # linger.ms=0 and one record per batch: librdkafka pipelines a Produce
+    # request per record on one connection (non-idempotent: up to a million
+    # in flight), and the broker reads on while appends run.
+    topic = "pipelined-" + acks
+    create_topic(broker.bootstrap, topic, partitions=2)
+    records = make_records(4_000, "p" + acks)
+    for partition in (0, 1):
+        produce_confluent(broker.bootstrap, topic, records, partition=partition, extra={
+            "acks": acks, "linger.ms": 0, "batch.num.messages": 1, "enable.idempotence": False,
+        })
+    for partition in (0, 1):
+        got = consume_confluent(broker.bootstrap, topic, len(records), partition=partition)
+        assert as_tuples(got) == records

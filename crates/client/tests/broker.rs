@@ -510,3 +510,84 @@ async fn group_coordinator_lookup() {
     check!(coordinator.addr() == broker.addr());
     broker.stop().await;
 }
+
+/// Produce requests pipelined on one connection reach the log in the order
+/// sent while the broker reads on, and a request read after them sees every
+/// one of them (Kafka handles a connection's requests one by one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_produce_requests_keep_their_order_and_later_requests_see_them() {
+    use {
+        kafka_protocol::messages::{
+            ApiKey, ListOffsetsRequest, TopicName,
+            list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        },
+        krabka_client::{
+            producer::{PartitionBatch, enqueue_produce},
+            records::{BatchProducer, encode_batch},
+        },
+        std::sync::Arc,
+    };
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let client = broker.client().await;
+    create(&client, &NewTopic::new("pipelined", 2)).await;
+    let connection = client.connection(broker.addr()).await.unwrap();
+    let topic: Arc<str> = Arc::from("pipelined");
+    const REQUESTS: i64 = 400;
+    let mut answers = Vec::new();
+    for i in 0..REQUESTS {
+        let record = ProducerRecord::value(Bytes::from(format!("r{i}")));
+        let batch = PartitionBatch {
+            topic: Arc::clone(&topic),
+            partition: i32::try_from(i % 2).unwrap(),
+            batch: encode_batch(&[record], BatchProducer::NONE, Compression::None, 0).unwrap(),
+        };
+        let acks = if i % 3 == 0 { Acks::All } else { Acks::Leader };
+        answers.push(
+            enqueue_produce(&connection, &[batch], acks, Duration::from_secs(10), None).unwrap(),
+        );
+    }
+    // Sent right behind the last produce, before any answer came back.
+    let mut list = ListOffsetsRequest::default();
+    list.replica_id = (-1).into();
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(kafka_protocol::protocol::StrBytes::from_static_str(
+        "pipelined",
+    ));
+    for p in 0..2 {
+        let mut q = ListOffsetsPartition::default();
+        q.partition_index = p;
+        q.timestamp = -1;
+        t.partitions.push(q);
+    }
+    list.topics.push(t);
+    let version = connection.version(ApiKey::ListOffsets).unwrap();
+    let listed = connection.enqueue(&list, version, None).unwrap();
+
+    for (i, answer) in answers.into_iter().enumerate() {
+        let outcome = answer.await.unwrap().remove(0).unwrap();
+        check!(
+            outcome.base_offset == i64::try_from(i).unwrap() / 2,
+            "request {i}"
+        );
+    }
+    let listed = listed.await.unwrap();
+    for p in &listed.topics[0].partitions {
+        check!(p.error_code == 0);
+        check!(p.offset == REQUESTS / 2, "partition {}", p.partition_index);
+    }
+    let read = read_all(&client, "pipelined", 2, usize::try_from(REQUESTS).unwrap()).await;
+    for (p, records) in read {
+        let values: Vec<String> = records
+            .iter()
+            .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
+            .collect();
+        let sent: Vec<String> = (0..REQUESTS)
+            .filter(|i| i % 2 == i64::from(p))
+            .map(|i| format!("r{i}"))
+            .collect();
+        check!(values == sent, "partition {p}");
+    }
+    broker.stop().await;
+}

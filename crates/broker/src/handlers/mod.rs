@@ -51,6 +51,70 @@ pub fn must_run_in_order(request: &Request) -> bool {
     )
 }
 
+/// What [`queue_produce`] made of a request.
+#[derive(Debug)]
+pub enum Queued<F> {
+    /// A produce, queued: the future waits for its appends and answers.
+    Produce(F),
+    /// Anything else, for [`handle`] (boxed: a decoded request is large).
+    Other(Box<DecodedRequest>),
+}
+
+/// A Produce request is queued at its partitions' logs at once, which fixes
+/// the order of its batches. Any other request is handed back for
+/// [`handle`], and so is an acks=0 Produce: its failure closes the
+/// connection, so nothing read after it may be appended first.
+pub fn queue_produce(
+    broker: &Arc<Broker>,
+    request: DecodedRequest,
+) -> Queued<impl Future<Output = Reply> + Send + 'static + use<>> {
+    let DecodedRequest {
+        api_key,
+        version,
+        header,
+        body,
+        peer,
+    } = request;
+    let r = match body {
+        Request::Produce(r) if r.acks != 0 => r,
+        body => {
+            return Queued::Other(Box::new(DecodedRequest {
+                api_key,
+                version,
+                header,
+                body,
+                peer,
+            }));
+        }
+    };
+    let acks = r.acks;
+    let queued = produce::queue_produce(broker, version, r);
+    let correlation_id = header.correlation_id;
+    Queued::Produce(
+        async move { produce_reply(version, correlation_id, acks, queued.answer().await) },
+    )
+}
+
+fn produce_reply(
+    version: i16,
+    correlation_id: i32,
+    acks: i16,
+    outcome: produce::ProduceOutcome,
+) -> Reply {
+    if acks == 0 {
+        return match outcome.failure {
+            Some(reason) => Reply::Close(format!("acks=0 produce failed: {reason}")),
+            None => Reply::Nothing,
+        };
+    }
+    match encode_response(ApiKey::Produce, version, correlation_id, &outcome.response) {
+        Ok(frame) => Reply::Frame(frame),
+        Err(reason) => Reply::Close(format!(
+            "cannot encode Produce v{version} response: {reason}"
+        )),
+    }
+}
+
 /// Handles one request; returns the encoded answer.
 pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
     let DecodedRequest {
@@ -79,14 +143,8 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
         ),
         Request::Produce(r) => {
             let acks = r.acks;
-            let outcome = produce::handle_produce(broker, version, r).await;
-            if acks == 0 {
-                return match outcome.failure {
-                    Some(reason) => Reply::Close(format!("acks=0 produce failed: {reason}")),
-                    None => Reply::Nothing,
-                };
-            }
-            encode_response(api_key, version, correlation_id, &outcome.response)
+            let queued = produce::queue_produce(broker, version, r);
+            return produce_reply(version, correlation_id, acks, queued.answer().await);
         }
         Request::Fetch(r) => {
             let response = fetch::handle_fetch(broker, version, r).await;

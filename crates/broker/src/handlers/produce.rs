@@ -9,7 +9,7 @@
 //! telling a producer that does not read answers).
 
 use {
-    crate::{broker::Broker, metrics, partition::LEADER_EPOCH},
+    crate::{broker::Broker, metrics},
     kafka_protocol::{
         error::ResponseError,
         messages::{
@@ -41,14 +41,38 @@ fn partition_error(index: i32, code: i16, message: Option<String>) -> PartitionP
     r
 }
 
-/// Handles Produce.
+/// A Produce request whose batches are queued at their partitions' logs,
+/// so their order is fixed, but not necessarily appended yet.
+pub struct QueuedProduce {
+    by_id: bool,
+    topics: Vec<TopicProduceResponse>,
+    /// One slot per partition in request order: a ready answer, or None for
+    /// the next finished append.
+    slots: Vec<(usize, Option<PartitionProduceResponse>)>,
+    pending: Vec<std::pin::Pin<Box<dyn Future<Output = PartitionProduceResponse> + Send>>>,
+}
+
+impl std::fmt::Debug for QueuedProduce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueuedProduce")
+            .field("appends", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Handles Produce: queues it and waits for its answer.
 pub async fn handle_produce(
     broker: &Arc<Broker>,
     version: i16,
     request: ProduceRequest,
 ) -> ProduceOutcome {
-    let mut response = ProduceResponse::default();
-    let mut failure = None;
+    queue_produce(broker, version, request).answer().await
+}
+
+/// Checks a Produce request and queues its batches at their partitions'
+/// logs (see [`crate::partition::Partition::queue_append`]); what cannot be
+/// appended is answered at once. Must be called within a tokio runtime.
+pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> QueuedProduce {
     let by_id = version >= 13;
     let transactional = request
         .transactional_id
@@ -66,14 +90,9 @@ pub async fn handle_produce(
                 .flat_map(|t| t.partition_data.iter().map(|p| p.records.as_ref())),
         );
     let mut topics: Vec<TopicProduceResponse> = Vec::new();
-    // One slot per partition in request order: a ready answer, or None for
-    // the next finished append.
     let mut slots: Vec<(usize, Option<PartitionProduceResponse>)> = Vec::new();
-    let mut pending: Vec<
-        std::pin::Pin<Box<dyn std::future::Future<Output = PartitionProduceResponse> + Send>>,
-    > = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut in_order = false;
+    let mut pending: Vec<std::pin::Pin<Box<dyn Future<Output = PartitionProduceResponse> + Send>>> =
+        Vec::new();
     for topic in request.topic_data {
         let mut topic_response = TopicProduceResponse::default();
         topic_response.name = topic.name.clone();
@@ -134,9 +153,6 @@ pub async fn handle_produce(
                         ),
                     )
                 } else {
-                    if !seen.insert((partition.topic.clone(), data.index)) {
-                        in_order = true;
-                    }
                     pending.push(Box::pin(append(
                         Arc::clone(broker),
                         partition,
@@ -161,56 +177,75 @@ pub async fn handle_produce(
         }
         topics.push(topic_response);
     }
-    // Different partitions append concurrently; a partition named twice in
-    // one request keeps the request's order.
-    let mut appended = if in_order {
-        let mut done = Vec::with_capacity(pending.len());
-        for job in pending {
-            done.push(job.await);
-        }
-        done
-    } else {
-        futures_util::future::join_all(pending).await
+    QueuedProduce {
+        by_id,
+        topics,
+        slots,
+        pending,
     }
-    .into_iter();
-    for (topic_index, answer) in slots {
-        let Some(answer) = answer.or_else(|| appended.next()) else {
-            continue;
-        };
-        let Some(topic_response) = topics.get_mut(topic_index) else {
-            continue;
-        };
-        if answer.error_code != 0 && failure.is_none() {
-            failure = Some(format!(
-                "{}-{}: error {} {}",
-                topic_response.name.0,
-                answer.index,
-                answer.error_code,
-                answer.error_message.as_deref().unwrap_or("")
-            ));
-        }
-        topic_response.partition_responses.push(answer);
-    }
-    if by_id {
-        for t in &mut topics {
-            t.name = TopicName(StrBytes::new());
-        }
-    }
-    response.responses = topics;
-    ProduceOutcome { response, failure }
 }
 
-/// Appends one partition's batches on the blocking pool.
-async fn append(
+impl QueuedProduce {
+    /// Waits for the queued appends and builds the answer.
+    pub async fn answer(self) -> ProduceOutcome {
+        let Self {
+            by_id,
+            mut topics,
+            slots,
+            pending,
+        } = self;
+        let mut failure = None;
+        // Different partitions append side by side; a partition named twice
+        // in one request was queued in the request's order.
+        let mut appended = futures_util::future::join_all(pending).await.into_iter();
+        for (topic_index, answer) in slots {
+            let Some(answer) = answer.or_else(|| appended.next()) else {
+                continue;
+            };
+            let Some(topic_response) = topics.get_mut(topic_index) else {
+                continue;
+            };
+            if answer.error_code != 0 && failure.is_none() {
+                failure = Some(format!(
+                    "{}-{}: error {} {}",
+                    topic_response.name.0,
+                    answer.index,
+                    answer.error_code,
+                    answer.error_message.as_deref().unwrap_or("")
+                ));
+            }
+            topic_response.partition_responses.push(answer);
+        }
+        if by_id {
+            for t in &mut topics {
+                t.name = TopicName(StrBytes::new());
+            }
+        }
+        let mut response = ProduceResponse::default();
+        response.responses = topics;
+        ProduceOutcome { response, failure }
+    }
+}
+
+/// Queues one partition's batches now; the future gives the append's answer.
+fn append(
     broker: Arc<Broker>,
     partition: Arc<crate::partition::Partition>,
     index: i32,
     records: bytes::Bytes,
-) -> PartitionProduceResponse {
+) -> impl Future<Output = PartitionProduceResponse> + Send {
     let size = records.len();
-    let log = Arc::clone(&partition.log);
-    let appended =
-        tokio::task::spawn_blocking(move || log.append_as_leader(records, LEADER_EPOCH)).await;
+    let appended = partition.queue_append(records);
+    async move { answer_append(&broker, &partition, index, size, appended.await) }
+}
+
+fn answer_append(
+    broker: &Broker,
+    partition: &crate::partition::Partition,
+    index: i32,
+    size: usize,
+    appended: Result<Result<krabka_log::AppendInfo, krabka_log::LogError>, impl std::fmt::Display>,
+) -> PartitionProduceResponse {
     match appended {
         Ok(Ok(info)) => {
             broker.partitions.notify_append();

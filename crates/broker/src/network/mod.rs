@@ -4,9 +4,14 @@
 //!
 //! Clients pipeline requests and match answers by order, so every request
 //! gets a slot in a FIFO queue when it is read; the writer waits for each
-//! slot in turn. State-changing requests (produce, admin) are handled before
-//! the next frame is read, so a producer's pipelined batches reach the log
-//! in the order sent; read-only requests (fetch, metadata, ...) run
+//! slot in turn. A produce (acks 1 or -1) takes its place in its
+//! partitions' append queues as soon as it is read, so a producer's
+//! pipelined batches reach the log in the order sent while the connection
+//! reads on, and the appends that queue up meanwhile share one trip to the
+//! blocking pool. Any other request waits for the produce requests before it
+//! (as on Kafka, which handles a connection's requests one by one); other
+//! state-changing requests (admin, acks=0 produce) are handled before the
+//! next frame is read, and read-only ones (fetch, metadata, ...) run
 //! concurrently. A frame over `socket.request.max.bytes`, a truncated frame,
 //! or one that does not decode closes that connection with a logged reason;
 //! other connections are not affected.
@@ -22,7 +27,7 @@ use {
     bytes::{Bytes, BytesMut},
     std::{net::SocketAddr, sync::Arc, time::Instant},
     tokio::{
-        io::{AsyncReadExt, AsyncWriteExt, BufWriter},
+        io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter},
         net::{TcpListener, TcpStream, tcp::OwnedReadHalf},
         sync::{mpsc, oneshot, watch},
         task::JoinSet,
@@ -74,7 +79,7 @@ enum ReadEnd {
     Close(String),
 }
 
-async fn read_frame(reader: &mut OwnedReadHalf, max: usize) -> Result<Bytes, ReadEnd> {
+async fn read_frame(reader: &mut BufReader<OwnedReadHalf>, max: usize) -> Result<Bytes, ReadEnd> {
     let mut size = [0u8; 4];
     match reader.read_exact(&mut size).await {
         Ok(_) => {}
@@ -119,7 +124,9 @@ async fn connection(
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let (mut reader, writer) = stream.into_split();
+    let (reader, writer) = stream.into_split();
+    // Pipelined small requests arrive together: one read takes several.
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let (slots, mut queue) = mpsc::channel::<oneshot::Receiver<Reply>>(MAX_IN_FLIGHT);
     // Dropped when the writer stops, so the reader stops too.
     let (writer_alive, mut writer_gone) = oneshot::channel::<()>();
@@ -149,6 +156,7 @@ async fn connection(
         let _ = writer.flush().await;
     });
     let max = broker.config.socket_request_max_bytes;
+    let mut produces = JoinSet::new();
     loop {
         if *shutdown.borrow() {
             break;
@@ -185,6 +193,28 @@ async fn connection(
             break;
         }
         let api = request.api_key;
+        // A produce takes its place in its partitions' queues now and is
+        // answered whenever its appends are done; the next request is read
+        // meanwhile.
+        let request = match handlers::queue_produce(&broker, request) {
+            handlers::Queued::Produce(answer) => {
+                produces.spawn(async move {
+                    let reply = answer.await;
+                    metrics::request_done(
+                        api,
+                        received.elapsed(),
+                        matches!(reply, Reply::Close(_)),
+                    );
+                    let _ = done.send(reply);
+                });
+                while produces.try_join_next().is_some() {}
+                continue;
+            }
+            handlers::Queued::Other(request) => *request,
+        };
+        // Anything else sees what the produce requests read before it
+        // appended, as when Kafka handles a connection's requests one by one.
+        while produces.join_next().await.is_some() {}
         let in_order = handlers::must_run_in_order(&request.body);
         let broker = Arc::clone(&broker);
         let work = async move {
@@ -199,6 +229,7 @@ async fn connection(
         }
     }
     // Let the writer send every answer for requests already read.
+    while produces.join_next().await.is_some() {}
     drop(slots);
     let _ = writer_task.await;
 }

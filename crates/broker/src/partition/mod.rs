@@ -7,8 +7,14 @@
 //! log itself serializes appends per partition and lets reads proceed beside
 //! them. Every append bumps a watch channel that long-polling fetches wait on.
 
+mod append_queue;
+
+pub use append_queue::Appended;
+
 use {
     crate::{error::BrokerError, topics::config::BrokerSideConfig},
+    append_queue::AppendQueue,
+    bytes::Bytes,
     krabka_ids::LeaderEpoch,
     krabka_log::{Clock, Log, LogCleaner, LogConfig, SystemClock},
     std::{
@@ -37,6 +43,7 @@ pub struct Partition {
     /// The partition's log.
     pub log: Arc<Log>,
     extras: RwLock<BrokerSideConfig>,
+    appends: Arc<AppendQueue>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -50,6 +57,13 @@ impl Partition {
     #[must_use]
     pub fn high_watermark(&self) -> i64 {
         self.log.log_end_offset()
+    }
+
+    /// Queues a client's batches for appending as leader, behind every
+    /// append queued before (see [`append_queue`]); the receiver gets the
+    /// log's answer. Must be called within a tokio runtime.
+    pub fn queue_append(&self, records: Bytes) -> Appended {
+        self.appends.push(&self.log, records)
     }
 
     /// Broker-side settings (e.g. `min.insync.replicas`).
@@ -170,6 +184,7 @@ impl PartitionManager {
                 index,
                 log,
                 extras: RwLock::new(extras),
+                appends: Arc::default(),
             });
             self.write_map()
                 .insert((topic.to_owned(), index), partition);

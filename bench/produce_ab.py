@@ -1,0 +1,91 @@
+"""Two builds of the broker side by side on the small-request produce path.
+
+The cost the broker pays per Produce request shows most when a client
+sends one record per request: confluent-kafka with `linger.ms=0` at a fixed
+20 000 records/s (every record timed from when it was due), and
+krabka-bench's producer mode at the same rate. This script starts one broker
+from each binary and measures them in alternating rounds within one run, so
+the machine's noise falls on both; it prints each round and the median of
+the rounds with the candidate/baseline ratio.
+
+    cp target/release/krabka /tmp/krabka-base      # before the change
+    cargo build --release -p krabka-broker -p krabka-bench
+    .venv/bin/python bench/produce_ab.py --baseline /tmp/krabka-base
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+from benchlib import KRABKA_BIN, Broker
+from broker import BENCH_BIN, bench, confluent_latency
+
+RATE = 20_000
+
+
+def cases(seconds):
+    """(name, function of a broker returning (p50, p99, p99.9) in ms)."""
+
+    def confluent(acks):
+        def run(broker, topic):
+            return confluent_latency(broker.bootstrap, topic, 1024, RATE, seconds, acks)[1]
+        return run
+
+    def krabka_bench(broker, topic):
+        return bench(broker, "produce", "-t", topic, "-s", "1024", "--mode", "producer",
+                     "--rate", str(RATE), "--linger-ms", "0", "--batch-size", "16384",
+                     "--acks", "1", "-d", "%g" % seconds)[2]
+
+    return [
+        ("confluent-kafka acks=1", confluent("1")),
+        ("confluent-kafka acks=all", confluent("all")),
+        ("krabka-bench acks=1", krabka_bench),
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", required=True, help="the broker binary to compare against")
+    parser.add_argument("--candidate", default=KRABKA_BIN, help="the broker binary under test")
+    parser.add_argument("--seconds", type=float, default=6.0, help="length of each measurement")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    for binary in (args.baseline, args.candidate, BENCH_BIN):
+        if not os.path.exists(binary):
+            sys.exit("no binary at %s" % binary)
+
+    print("## Run of %s, load average %.2f %.2f %.2f\n" % (time.strftime("%Y-%m-%d %H:%M"), *os.getloadavg()))
+    brokers = {
+        "baseline": Broker(prefix="krabka-ab-base-", binary=args.baseline),
+        "candidate": Broker(prefix="krabka-ab-cand-", binary=args.candidate),
+    }
+    results = {}
+    try:
+        print("| round | case | build | p50 | p99 | p99.9 |\n| --- | --- | --- | --- | --- | --- |")
+        for r in range(args.rounds):
+            order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]
+            for name, run in cases(args.seconds):
+                for which in order:
+                    topic = "ab-%d-%s" % (r, name.replace(" ", "-").replace("=", ""))
+                    lat = run(brokers[which], topic)
+                    results.setdefault((name, which), []).append(lat)
+                    print("| %d | %s | %s | %.2f ms | %.2f ms | %.2f ms |" % (r + 1, name, which, *lat))
+        print("\nMedians of %d rounds (candidate / baseline):\n" % args.rounds)
+        print("| case | p50 | p99 | p99.9 |\n| --- | --- | --- | --- |")
+        for name, _ in cases(args.seconds):
+            cells = []
+            for i in range(3):
+                base = statistics.median(l[i] for l in results[(name, "baseline")])
+                cand = statistics.median(l[i] for l in results[(name, "candidate")])
+                cells.append("%.2f / %.2f ms (%.2f)" % (cand, base, cand / base if base else float("nan")))
+            print("| %s | %s |" % (name, " | ".join(cells)))
+    finally:
+        for b in brokers.values():
+            b.stop()
+    print("\nLoad average at the end: %.2f %.2f %.2f" % os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
