@@ -68,28 +68,13 @@ pub fn queue_produce(
     broker: &Arc<Broker>,
     request: DecodedRequest,
 ) -> Queued<impl Future<Output = Reply> + Send + 'static + use<>> {
-    let DecodedRequest {
-        api_key,
-        version,
-        header,
-        body,
-        peer,
-    } = request;
-    let r = match body {
+    let r = match request.body {
         Request::Produce(r) if r.acks != 0 => r,
-        body => {
-            return Queued::Other(Box::new(DecodedRequest {
-                api_key,
-                version,
-                header,
-                body,
-                peer,
-            }));
-        }
+        body => return Queued::Other(Box::new(DecodedRequest { body, ..request })),
     };
+    let (version, correlation_id) = (request.version, request.header.correlation_id);
     let acks = r.acks;
     let queued = produce::queue_produce(broker, version, r);
-    let correlation_id = header.correlation_id;
     Queued::Produce(
         async move { produce_reply(version, correlation_id, acks, queued.answer().await) },
     )
