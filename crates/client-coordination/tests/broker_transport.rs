@@ -42,6 +42,11 @@ impl Broker {
             .unwrap()
     }
 
+    /// `kill -9` and a start on the same port and data.
+    async fn crash_and_restart(&mut self) {
+        self.0.crash_and_restart().await;
+    }
+
     /// A transport on its own client, as another process would have.
     async fn transport(&self, partitions: i32) -> BrokerTransport {
         BrokerTransport::new(
@@ -265,6 +270,103 @@ async fn a_later_epoch_fences_the_earlier_holder_at_the_broker() {
         .filter_map(|r| r.value.clone())
         .collect();
     check!(values == ["a-1", "b-1"]);
+}
+
+/// What the broker enforces survives a `kill -9`: the holder keeps writing
+/// under its epoch after a restart, a later holder still gets a higher
+/// epoch, and the deposed one stays fenced across the next restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_survives_broker_crashes() {
+    let Some(mut broker) = Broker::start().await else {
+        return;
+    };
+    let role = Role::new("scheduler").unwrap();
+    let first = broker.transport(1).await;
+    let second = broker.transport(1).await;
+    let admin = broker.client().await;
+    admin
+        .create_topic(&NewTopic::new("jobs", 1), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let a = first.acquire_epoch(&role).await.unwrap();
+    first
+        .write_lease(&role, a, &lease_for("node-1", a))
+        .await
+        .unwrap();
+    let a_writes = first.producer(&role, a).unwrap();
+    a_writes
+        .send_transaction(vec![("jobs", 0, vec![ProducerRecord::value("a-1")])])
+        .await
+        .unwrap();
+
+    broker.crash_and_restart().await;
+    // The holder carries on under the same token.
+    first
+        .write_lease(&role, a, &lease_for("node-1", a))
+        .await
+        .unwrap();
+    a_writes
+        .send_transaction(vec![("jobs", 0, vec![ProducerRecord::value("a-2")])])
+        .await
+        .unwrap();
+    let observer = broker.transport(1).await;
+    check!(observer.describe(&role).await.unwrap() == Some(a));
+
+    let b = second.acquire_epoch(&role).await.unwrap();
+    check!(b > a);
+    second
+        .write_lease(&role, b, &lease_for("node-2", b))
+        .await
+        .unwrap();
+
+    broker.crash_and_restart().await;
+    check!(observer.describe(&role).await.unwrap() == Some(b));
+    let refused = a_writes
+        .send_transaction(vec![("jobs", 0, vec![ProducerRecord::value("a-3")])])
+        .await
+        .unwrap_err();
+    check!(refused.is_fenced(), "{refused}");
+    let refused = first
+        .write_lease(&role, a, &lease_for("node-1", a))
+        .await
+        .unwrap_err();
+    check!(refused.is_fenced(), "{refused}");
+    second
+        .producer(&role, b)
+        .unwrap()
+        .send_transaction(vec![("jobs", 0, vec![ProducerRecord::value("b-1")])])
+        .await
+        .unwrap();
+
+    let records = observer.read_role_records(&role).await.unwrap();
+    // One lease record per member: node-1's latest (written after the
+    // first restart), and node-2's.
+    check!(leases(&records) == [("node-1".to_owned(), a), ("node-2".to_owned(), b)]);
+    let fetched = admin
+        .fetch(
+            &[PartitionFetch {
+                topic: "jobs".into(),
+                partition: 0,
+                offset: 0,
+            }],
+            &ConsumerConfig {
+                isolation: IsolationLevel::ReadCommitted,
+                max_wait: Duration::from_millis(100),
+                min_bytes: 0,
+                ..ConsumerConfig::default()
+            },
+        )
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+        .unwrap();
+    let values: Vec<_> = fetched
+        .records
+        .iter()
+        .filter_map(|r| r.value.clone())
+        .collect();
+    check!(values == ["a-1", "a-2", "b-1"]);
 }
 
 /// A third party checks a writer's token with one request: no
