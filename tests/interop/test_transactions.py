@@ -476,3 +476,45 @@ def test_out_of_order_and_stale_transactional_calls_get_kafkas_codes(broker):
         assert committed.offset == 1
     finally:
         c.close()
+
+
+def init_bump_raw(broker, txn_id, pid, epoch, version=4):
+    r = raw(broker, InitProducerIdRequest[version](transactional_id=txn_id, transaction_timeout_ms=60000,
+                                                    producer_id=pid, producer_epoch=epoch), InitProducerIdResponse)
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def test_kip360_retried_epoch_bump_gets_the_same_answer_and_commits(broker):
+    """A KIP-360 epoch bump whose answer was lost is retried with the same
+    (producer id, epoch): the broker answers with the bumped epoch again
+    instead of PRODUCER_FENCED, and the answer is usable."""
+    topic = "txn-kip360-retry"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    txn_id = "kip360-" + uuid.uuid4().hex
+    assert init_raw(broker, txn_id)[0] == 0
+    code, pid, epoch = init_raw(broker, txn_id)
+    assert (code, epoch) == (0, 1)
+    bumped = init_bump_raw(broker, txn_id, pid, epoch)
+    assert bumped == (0, pid, epoch + 1)
+    assert init_bump_raw(broker, txn_id, pid, epoch) == bumped
+    # An older epoch is still a zombie: PRODUCER_FENCED (v4+), INVALID_PRODUCER_EPOCH before.
+    assert init_bump_raw(broker, txn_id, pid, epoch - 1)[0] == 90
+    assert init_bump_raw(broker, txn_id, pid, epoch - 1, version=3)[0] == 47
+    # A transaction under the retried answer commits, and a read_committed
+    # consumer sees it.
+    _, pid, epoch = bumped
+    assert add_raw(broker, txn_id, pid, epoch, topic, [0]) == [0]
+    assert produce_raw(broker, txn_id, topic, 0,
+                       record_batch([b"after-retry"], pid, epoch, 0, transactional=True)) == 0
+    assert end_raw(broker, txn_id, pid, epoch, True) == 0
+    assert read_values(broker.bootstrap, topic, [0], "read_committed",
+                       until=lambda v: v == [b"after-retry"]) == [b"after-retry"]
+
+    # Idempotent (no transactional.id): naming an id gets a fresh one at
+    # epoch 0, as on Kafka; a retry is just another such call.
+    code, idem, idem_epoch = init_bump_raw(broker, None, -1, -1)
+    assert (code, idem_epoch) == (0, 0)
+    code, renewed, renewed_epoch = init_bump_raw(broker, None, idem, idem_epoch)
+    assert (code, renewed_epoch) == (0, 0)
+    assert renewed != idem
+    assert init_bump_raw(broker, None, idem, -1)[0] == 42  # INVALID_REQUEST

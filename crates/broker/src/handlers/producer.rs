@@ -2,8 +2,13 @@
 //!
 //! Ids come from the registry's persisted allocator, so an id is never
 //! reused across restarts (the logs keep per-producer sequence state).
-//! A producer that asks to bump its own epoch (KIP-360) gets epoch + 1, or a
-//! fresh id when the epoch would overflow. A request with a
+//! A non-transactional producer that sends its current id and epoch
+//! (KIP-360, to reset after an unknown-producer or sequence error) gets a
+//! fresh id at epoch 0, as on Kafka, whose coordinator answers a request
+//! without `transactional.id` from its id generator alone: nothing here
+//! records who holds an id, so handing out epoch + 1 of the id a client names
+//! would let any client take over another producer's id, and a retry after
+//! a lost answer is answered like any other request. A request with a
 //! `transactional.id` is routed by the dispatcher to the transaction
 //! coordinator (`crate::coordinator::txn::wire::init_producer_id`); should
 //! one reach this handler it is answered COORDINATOR_NOT_AVAILABLE.
@@ -33,12 +38,9 @@ pub async fn handle_init_producer_id(
         response.error_code = ResponseError::CoordinatorNotAvailable.code();
         return response;
     }
-    if request.producer_id.0 >= 0
-        && request.producer_epoch >= 0
-        && request.producer_epoch < i16::MAX - 1
-    {
-        response.producer_id = request.producer_id;
-        response.producer_epoch = request.producer_epoch + 1;
+    // Kafka: an id without an epoch (or the reverse) is malformed.
+    if (request.producer_id.0 == -1) != (request.producer_epoch == -1) {
+        response.error_code = ResponseError::InvalidRequest.code();
         return response;
     }
     let broker = Arc::clone(broker);

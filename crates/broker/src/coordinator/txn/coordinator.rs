@@ -477,10 +477,16 @@ impl TransactionCoordinator {
             response.error_code = ResponseError::InvalidRequest.code();
             return response;
         };
-        let expected = (request.producer_id.0 >= 0 && request.producer_epoch >= 0).then_some((
-            ProducerId(request.producer_id.0),
-            ProducerEpoch(request.producer_epoch),
-        ));
+        // Kafka: both -1 is a producer without an id yet; just one of them
+        // is a malformed request.
+        let expected = match (request.producer_id.0, request.producer_epoch) {
+            (-1, -1) => None,
+            (-1, _) | (_, -1) => {
+                response.error_code = ResponseError::InvalidRequest.code();
+                return response;
+            }
+            (pid, epoch) => Some((ProducerId(pid), ProducerEpoch(epoch))),
+        };
         match self.init_producer_id(id, request.transaction_timeout_ms, expected) {
             Ok((pid, epoch)) => {
                 response.producer_id = kafka_protocol::messages::ProducerId(pid.0);

@@ -354,3 +354,94 @@ async fn a_commit_prepared_before_a_crash_completes_and_an_open_one_aborts_after
         .await
         .unwrap();
 }
+
+async fn init_with(
+    broker: &Arc<Broker>,
+    id: Option<&str>,
+    producer: (i64, i16),
+    version: i16,
+) -> (i16, i64, i16) {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = id.map(|id| TransactionalId(sb(id)));
+    r.transaction_timeout_ms = 60_000;
+    r.producer_id = ProducerId(producer.0);
+    r.producer_epoch = producer.1;
+    let resp: InitProducerIdResponse = call(
+        broker,
+        ApiKey::InitProducerId,
+        version,
+        Request::InitProducerId(r),
+    )
+    .await;
+    (resp.error_code, resp.producer_id.0, resp.producer_epoch)
+}
+
+/// KIP-360 through the dispatcher: a transactional producer's retried bump
+/// gets the same answer and can commit under it, a restart forgets the bump
+/// (its retry is fenced); an idempotent producer naming its id gets a fresh
+/// one, as on Kafka.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kip360_txn_retried_init_producer_id_through_the_dispatcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    crate::handlers::admin::create_topic(&broker, "data", 1, -1, &[], Default::default(), false)
+        .await
+        .unwrap();
+    init(&broker, "kip360", 60_000).await;
+    let first = init(&broker, "kip360", 60_000).await;
+    check!(first.1 == 1);
+    let bump = init_with(&broker, Some("kip360"), first, 4).await;
+    check!(bump == (0, first.0, first.1 + 1));
+    check!(init_with(&broker, Some("kip360"), first, 4).await == bump);
+    let producer = (bump.1, bump.2);
+    add_partition(&broker, "kip360", producer, "data").await;
+    produce(&broker, "kip360", producer, &["a"]).await;
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = TransactionalId(sb("kip360"));
+    end.producer_id = ProducerId(producer.0);
+    end.producer_epoch = producer.1;
+    end.committed = true;
+    let resp: EndTxnResponse = call(
+        &broker,
+        ApiKey::EndTxn,
+        3,
+        Request::Txn(TxnRequest::EndTxn(end)),
+    )
+    .await;
+    check!(resp.error_code == 0);
+    check!(state(&broker, "kip360") == Some((TxnState::CompleteCommit, producer.1)));
+    // An epoch older than the last bump's is a zombie (PRODUCER_FENCED).
+    check!(
+        init_with(&broker, Some("kip360"), (first.0, first.1 - 1), 4)
+            .await
+            .0
+            == 90
+    );
+
+    // Idempotent: never the named id back, and a retry is just another call.
+    let (code, pid, epoch) = init_with(&broker, None, (-1, -1), 4).await;
+    check!((code, epoch) == (0, 0));
+    let renewed = init_with(&broker, None, (pid, epoch), 4).await;
+    check!(renewed.0 == 0);
+    check!(renewed.1 != pid);
+    check!(renewed.2 == 0);
+    let retried = init_with(&broker, None, (pid, epoch), 4).await;
+    check!(retried.0 == 0);
+    check!(retried.1 != renewed.1);
+    check!(init_with(&broker, None, (pid, -1), 4).await.0 == 42);
+
+    let closing = Arc::clone(&broker);
+    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+        .await
+        .unwrap();
+    drop(broker);
+    let broker = start(dir.path()).await;
+    check!(init_with(&broker, Some("kip360"), first, 4).await.0 == 90);
+    check!(
+        init_with(&broker, Some("kip360"), producer, 4).await == (0, producer.0, producer.1 + 1)
+    );
+    let closing = Arc::clone(&broker);
+    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+        .await
+        .unwrap();
+}

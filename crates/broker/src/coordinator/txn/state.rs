@@ -145,6 +145,12 @@ pub struct TxnMetadata {
     pub last_update_ms: i64,
     /// A [`Completion`] is out with a marker writer (not persisted).
     markers_in_flight: bool,
+    /// The (producer id, epoch) a KIP-360 client held when it last bumped
+    /// its own epoch (Kafka's `lastProducerId`/`lastProducerEpoch`), so that
+    /// the same request retried after a lost answer is recognised; `None`
+    /// once anyone else took the id over. In memory only, as on Kafka
+    /// before KIP-890: after a restart such a retry is fenced.
+    bumped_from: Option<(ProducerId, ProducerEpoch)>,
 }
 
 impl TxnMetadata {
@@ -182,6 +188,7 @@ impl TxnMetadata {
             txn_start_ms: value.start_ms,
             last_update_ms: value.last_update_ms,
             markers_in_flight: false,
+            bumped_from: None,
         }
     }
 
@@ -313,14 +320,17 @@ impl TxnManager {
     /// InitProducerId for `transactional_id`.
     ///
     /// `expected` is the (producer id, epoch) a KIP-360 client sends to bump
-    /// its own epoch; `allocate` mints a fresh producer id.
+    /// its own epoch; `allocate` mints a fresh producer id. The same
+    /// request retried after a successful bump (its answer lost) gets the
+    /// current id and epoch again without another bump, as on Kafka.
     ///
     /// # Errors
     ///
     /// [`TxnError::InvalidTransactionTimeout`], [`TxnError::ConcurrentTransactions`]
     /// while markers are being written, [`TxnError::ProducerFenced`] when
-    /// `expected` is not the current holder, [`TxnError::Storage`] when no id
-    /// can be allocated.
+    /// `expected` is neither the current holder nor the retry of the last
+    /// bump (a retry is fenced while a transaction is open, and after a
+    /// restart), [`TxnError::Storage`] when no id can be allocated.
     pub fn init_producer_id(
         &self,
         transactional_id: &str,
@@ -347,19 +357,32 @@ impl TxnManager {
                 txn_start_ms: -1,
                 last_update_ms: now_ms,
                 markers_in_flight: false,
+                bumped_from: None,
             })));
         };
-        if current.state.is_preparing() {
-            return Err(TxnError::ConcurrentTransactions);
-        }
-        if let Some((pid, epoch)) = expected
-            && (pid != current.producer_id || epoch != current.producer_epoch)
+        let holder = (current.producer_id, current.producer_epoch);
+        // KIP-360: the same bump retried after its answer was lost (Kafka's
+        // `isValidProducerId` and `prepareIncrementProducerEpoch`; after an
+        // exhausted epoch the retry names the previous producer id).
+        let retry = expected.is_some() && expected == current.bumped_from;
+        if let Some(expected) = expected
+            && expected != holder
+            && !retry
         {
             return Err(TxnError::ProducerFenced);
+        }
+        if current.state.is_preparing() {
+            return Err(TxnError::ConcurrentTransactions);
         }
         let mut next = current.clone();
         next.last_update_ms = now_ms;
         if current.state == TxnState::Ongoing {
+            // Only the current holder (or a new producer) may abort the
+            // open transaction: the answer to a retried bump was never
+            // used to open one, so such a request is stale.
+            if retry {
+                return Err(TxnError::ProducerFenced);
+            }
             // Fence the old producer: its epoch is bumped and the open
             // transaction is aborted under the new epoch.
             if let Some(bumped) = next_epoch(next.producer_epoch) {
@@ -367,15 +390,23 @@ impl TxnManager {
             }
             next.state = TxnState::PrepareAbort;
             next.markers_in_flight = true;
+            next.bumped_from = None;
             let completion = next.completion(transactional_id);
             return Ok(InitStep::AbortFirst(transition(next), completion));
         }
-        match next_epoch(next.producer_epoch) {
-            Some(epoch) => next.producer_epoch = epoch,
-            None => {
-                next.producer_id = allocate()?;
-                next.producer_epoch = ProducerEpoch(0);
+        // A retry is answered with the current id and epoch again, without
+        // bumping (Kafka still writes the Empty state, with the new timeout).
+        if !retry {
+            match next_epoch(next.producer_epoch) {
+                Some(epoch) => next.producer_epoch = epoch,
+                None => {
+                    next.producer_id = allocate()?;
+                    next.producer_epoch = ProducerEpoch(0);
+                }
             }
+            // A bump by the holder itself can be retried; a new producer
+            // (no expected id) makes every earlier holder's retry stale.
+            next.bumped_from = expected;
         }
         next.timeout_ms = timeout_ms;
         next.state = TxnState::Empty;
@@ -619,6 +650,7 @@ impl TxnManager {
                 next.state = TxnState::PrepareAbort;
                 next.last_update_ms = now_ms;
                 next.markers_in_flight = true;
+                next.bumped_from = None;
                 let completion = next.completion(transactional_id);
                 Some((
                     Some(Transition {

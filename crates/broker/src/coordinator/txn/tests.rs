@@ -8,7 +8,7 @@ use {
         error::TxnError,
         log::{InMemoryTxnStateLog, TxnStateLog},
         records::{TransactionLogValue, decode_key},
-        state::{EndStep, InitStep, TopicPartition, Transition, TxnManager, TxnState},
+        state::{EndStep, InitStep, TopicPartition, Transition, TxnManager, TxnMetadata, TxnState},
     },
     assert2::check,
     krabka_ids::{ProducerEpoch, ProducerId},
@@ -210,6 +210,148 @@ fn wrong_producer_or_epoch_is_refused() {
     );
     let (_, bumped) = init(&mut m, "t", Some((pid, epoch)), 1, &mut ids);
     check!(bumped == ProducerEpoch(epoch.0 + 1));
+}
+
+/// A whole transaction by `producer`: add, commit, complete.
+fn commit_one(m: &mut TxnManager, id: &str, producer: (ProducerId, ProducerEpoch), now: i64) {
+    add(m, id, producer, &[tp("a", 0)], now);
+    let step = m.end_txn(id, producer.0, producer.1, true, now).unwrap();
+    assert2::assert!(let EndStep::Prepare(t, done) = step);
+    m.apply(t);
+    check!(done.producer_id == producer.0);
+    check!(done.producer_epoch == producer.1);
+    complete(m, &done, now);
+    check!(m.get(id).unwrap().state == TxnState::CompleteCommit);
+}
+
+#[test]
+fn kip360_txn_retried_bump_gets_the_same_answer_without_another_bump() {
+    let mut m = TxnManager::default();
+    let mut ids = counter();
+    let (pid, e0) = init(&mut m, "t", None, 0, &mut ids);
+    let (_, e1) = init(&mut m, "t", None, 1, &mut ids);
+    check!(e1 == ProducerEpoch(e0.0 + 1));
+    // The bump: (pid, e1) -> (pid, e1 + 1).
+    let bumped = init(&mut m, "t", Some((pid, e1)), 2, &mut ids);
+    check!(bumped == (pid, ProducerEpoch(e1.0 + 1)));
+    // Its answer was lost: the same request again is answered alike, twice.
+    check!(init(&mut m, "t", Some((pid, e1)), 3, &mut ids) == bumped);
+    check!(init(&mut m, "t", Some((pid, e1)), 4, &mut ids) == bumped);
+    check!(m.get("t").unwrap().producer_epoch == bumped.1);
+    check!(m.get("t").unwrap().state == TxnState::Empty);
+    // An older epoch is a zombie.
+    check!(
+        m.init_producer_id("t", 60_000, Some((pid, e0)), 5, &mut ids)
+            == Err(TxnError::ProducerFenced)
+    );
+    // The retried answer is usable: a transaction commits under it.
+    commit_one(&mut m, "t", bumped, 6);
+    // Once the holder bumps again, the first bump's retry is stale.
+    let again = init(&mut m, "t", Some(bumped), 7, &mut ids);
+    check!(again == (pid, ProducerEpoch(bumped.1.0 + 1)));
+    check!(
+        m.init_producer_id("t", 60_000, Some((pid, e1)), 8, &mut ids)
+            == Err(TxnError::ProducerFenced)
+    );
+    check!(init(&mut m, "t", Some(bumped), 9, &mut ids) == again);
+}
+
+#[test]
+fn kip360_txn_retry_is_stale_once_another_producer_took_over() {
+    let mut m = TxnManager::default();
+    let mut ids = counter();
+    let (pid, e0) = init(&mut m, "t", None, 0, &mut ids);
+    let bumped = init(&mut m, "t", Some((pid, e0)), 1, &mut ids);
+    // A new producer (no id of its own) takes the transactional id over.
+    let (_, e2) = init(&mut m, "t", None, 2, &mut ids);
+    check!(e2 == ProducerEpoch(bumped.1.0 + 1));
+    for stale in [(pid, e0), bumped] {
+        check!(
+            m.init_producer_id("t", 60_000, Some(stale), 3, &mut ids)
+                == Err(TxnError::ProducerFenced)
+        );
+    }
+    // So does a timed-out transaction aborted under a bumped epoch.
+    let mut m = TxnManager::default();
+    let (pid, e0) = init(&mut m, "u", None, 0, &mut ids);
+    let bumped = init(&mut m, "u", Some((pid, e0)), 1, &mut ids);
+    add(&mut m, "u", bumped, &[tp("a", 0)], 10);
+    let (fence, abort) = m.due("u", 100_000).unwrap();
+    m.apply(fence.unwrap());
+    complete(&mut m, &abort, 100_001);
+    check!(
+        m.init_producer_id("u", 60_000, Some((pid, e0)), 100_002, &mut ids)
+            == Err(TxnError::ProducerFenced)
+    );
+}
+
+#[test]
+fn kip360_txn_retry_while_a_transaction_is_open_is_fenced_and_aborts_nothing() {
+    let mut m = TxnManager::default();
+    let mut ids = counter();
+    let (pid, e0) = init(&mut m, "t", None, 0, &mut ids);
+    let bumped = init(&mut m, "t", Some((pid, e0)), 1, &mut ids);
+    add(&mut m, "t", bumped, &[tp("a", 0)], 2);
+    // A late duplicate of the bump cannot be the producer of this
+    // transaction (it never saw the answer), so it must not abort it.
+    check!(
+        m.init_producer_id("t", 60_000, Some((pid, e0)), 3, &mut ids)
+            == Err(TxnError::ProducerFenced)
+    );
+    check!(m.get("t").unwrap().state == TxnState::Ongoing);
+    check!(m.get("t").unwrap().producer_epoch == bumped.1);
+}
+
+#[test]
+fn kip360_txn_retry_after_an_exhausted_epoch_names_the_previous_producer_id() {
+    let mut m = TxnManager::default();
+    let mut ids = counter();
+    let last = ProducerEpoch(i16::MAX - 1);
+    let mut value = TransactionLogValue {
+        producer_id: ProducerId(77),
+        producer_epoch: last,
+        timeout_ms: 60_000,
+        state: TxnState::CompleteCommit,
+        partitions: Default::default(),
+        last_update_ms: 0,
+        start_ms: 0,
+        previous_producer_id: -1,
+        next_producer_id: -1,
+        client_transaction_version: 0,
+    };
+    m.load("t".into(), Some(TxnMetadata::from_value(value.clone())));
+    // The epoch is exhausted: the bump rotates to a fresh producer id.
+    let rotated = init(&mut m, "t", Some((ProducerId(77), last)), 1, &mut ids);
+    check!(rotated.0 != ProducerId(77));
+    check!(rotated.1 == ProducerEpoch(0));
+    // The retry still names the old id and epoch; it gets the new id again
+    // and no other id is allocated.
+    check!(init(&mut m, "t", Some((ProducerId(77), last)), 2, &mut ids) == rotated);
+    check!(ids().unwrap() == ProducerId(rotated.0.0 + 1));
+    // The old id with any other epoch is fenced.
+    check!(
+        m.init_producer_id(
+            "t",
+            60_000,
+            Some((ProducerId(77), ProducerEpoch(last.0 - 1))),
+            3,
+            &mut ids
+        ) == Err(TxnError::ProducerFenced)
+    );
+    commit_one(&mut m, "t", rotated, 4);
+    let next = init(&mut m, "t", Some(rotated), 5, &mut ids);
+    check!(next == (rotated.0, ProducerEpoch(1)));
+
+    // Loaded from `__transaction_state` (a restart), the last bump is not
+    // known, as on Kafka before KIP-890: such a retry is fenced.
+    value.producer_id = rotated.0;
+    value.producer_epoch = rotated.1;
+    let mut m = TxnManager::default();
+    m.load("t".into(), Some(TxnMetadata::from_value(value)));
+    check!(
+        m.init_producer_id("t", 60_000, Some((ProducerId(77), last)), 6, &mut ids)
+            == Err(TxnError::ProducerFenced)
+    );
 }
 
 #[test]
@@ -738,4 +880,55 @@ fn transitions_carry_what_kafka_persists() {
     check!(value.start_ms == -1);
     check!(value.last_update_ms == 42);
     check!(value.partitions.is_empty());
+}
+
+#[test]
+fn kip360_txn_retry_through_the_coordinator_is_persisted_and_fenced_after_a_restart() {
+    use kafka_protocol::messages::{InitProducerIdRequest, TransactionalId};
+    let f = Fixture::new();
+    let request = |pid: i64, epoch: i16| {
+        let mut r = InitProducerIdRequest::default();
+        r.transactional_id = Some(TransactionalId("t".into()));
+        r.transaction_timeout_ms = 60_000;
+        r.producer_id = kafka_protocol::messages::ProducerId(pid);
+        r.producer_epoch = epoch;
+        r
+    };
+    let answer = |r: kafka_protocol::messages::InitProducerIdResponse| {
+        (r.error_code, r.producer_id.0, r.producer_epoch)
+    };
+    check!(answer(f.c.handle_init_producer_id(4, &request(-1, -1))).0 == 0);
+    let (code, pid, e0) = answer(f.c.handle_init_producer_id(4, &request(-1, -1)));
+    check!(code == 0);
+    check!(e0 == 1);
+    let bump = request(pid, e0);
+    check!(answer(f.c.handle_init_producer_id(4, &bump)) == (0, pid, e0 + 1));
+    check!(answer(f.c.handle_init_producer_id(4, &bump)) == (0, pid, e0 + 1));
+    // A stale epoch: PRODUCER_FENCED from v4 (INVALID_PRODUCER_EPOCH before).
+    let stale = request(pid, e0 - 1);
+    check!(f.c.handle_init_producer_id(4, &stale).error_code == 90);
+    check!(f.c.handle_init_producer_id(3, &stale).error_code == 47);
+    // An id without an epoch, or the reverse, is malformed (Kafka's KafkaApis).
+    check!(f.c.handle_init_producer_id(4, &request(pid, -1)).error_code == 42);
+    check!(f.c.handle_init_producer_id(4, &request(-1, e0)).error_code == 42);
+    use TxnState::*;
+    // Kafka writes the retry's Empty state too (with its timeout).
+    check!(f.persisted("t") == vec![Some(Empty); 4]);
+    // The answer works: a transaction commits under it.
+    let producer = (ProducerId(pid), ProducerEpoch(e0 + 1));
+    f.c.add_partitions("t", producer.0, producer.1, vec![tp("a", 0)])
+        .unwrap();
+    f.c.end_txn("t", producer.0, producer.1, true).unwrap();
+    check!(f.state("t") == Some(CompleteCommit));
+    // The last bump lives in memory only: after a restart its retry is fenced
+    // while the holder itself still bumps.
+    let again = f.restart();
+    check!(again.c.handle_init_producer_id(4, &bump).error_code == 90);
+    check!(
+        again
+            .c
+            .handle_init_producer_id(4, &request(pid, e0 + 1))
+            .producer_epoch
+            == e0 + 2
+    );
 }
