@@ -38,8 +38,14 @@ pub async fn handle_init_producer_id(
         response.error_code = ResponseError::CoordinatorNotAvailable.code();
         return response;
     }
-    // Kafka: an id without an epoch (or the reverse) is malformed.
-    if (request.producer_id.0 == -1) != (request.producer_epoch == -1) {
+    // Kafka: an empty transactional.id, or an id without an epoch (or the
+    // reverse), is malformed.
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|t| t.0.is_empty())
+        || (request.producer_id.0 == -1) != (request.producer_epoch == -1)
+    {
         response.error_code = ResponseError::InvalidRequest.code();
         return response;
     }

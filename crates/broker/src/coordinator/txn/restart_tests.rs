@@ -429,6 +429,8 @@ async fn kip360_txn_retried_init_producer_id_through_the_dispatcher() {
     check!(retried.0 == 0);
     check!(retried.1 != renewed.1);
     check!(init_with(&broker, None, (pid, -1), 4).await.0 == 42);
+    // An empty transactional.id is malformed too (Kafka's coordinator).
+    check!(init_with(&broker, Some(""), (-1, -1), 4).await.0 == 42);
 
     let closing = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || closing.partitions.close_all())

@@ -272,6 +272,15 @@ fn next_epoch(epoch: ProducerEpoch) -> Option<ProducerEpoch> {
     (epoch.0 < i16::MAX - 1).then(|| ProducerEpoch(epoch.0 + 1))
 }
 
+/// The epoch that fences an open transaction's producer (Kafka's
+/// `prepareFenceProducerEpoch`): one more, which may be `i16::MAX` itself —
+/// the markers must carry an epoch above the producer's even when its epoch
+/// is the last one a client may hold; the next InitProducerId then finds
+/// the epoch exhausted and moves to a fresh producer id.
+fn fencing_epoch(epoch: ProducerEpoch) -> ProducerEpoch {
+    ProducerEpoch(epoch.0.saturating_add(1))
+}
+
 impl TxnManager {
     /// An empty manager refusing timeouts above `max_timeout_ms`.
     #[must_use]
@@ -385,9 +394,7 @@ impl TxnManager {
             }
             // Fence the old producer: its epoch is bumped and the open
             // transaction is aborted under the new epoch.
-            if let Some(bumped) = next_epoch(next.producer_epoch) {
-                next.producer_epoch = bumped;
-            }
+            next.producer_epoch = fencing_epoch(next.producer_epoch);
             next.state = TxnState::PrepareAbort;
             next.markers_in_flight = true;
             next.bumped_from = None;
@@ -644,9 +651,7 @@ impl TxnManager {
                 if meta.txn_start_ms.saturating_add(i64::from(meta.timeout_ms)) <= now_ms =>
             {
                 let mut next = meta.clone();
-                if let Some(bumped) = next_epoch(next.producer_epoch) {
-                    next.producer_epoch = bumped;
-                }
+                next.producer_epoch = fencing_epoch(next.producer_epoch);
                 next.state = TxnState::PrepareAbort;
                 next.last_update_ms = now_ms;
                 next.markers_in_flight = true;

@@ -137,6 +137,51 @@ fn exhausted_epoch_gets_a_fresh_producer_id() {
     check!(last.1 == ProducerEpoch(0));
 }
 
+/// A producer holding the last epoch a client may hold (32766) with an open
+/// transaction is still fenced: the abort markers carry 32767, and the next
+/// InitProducerId moves to a fresh producer id (Kafka's
+/// `prepareFenceProducerEpoch`).
+#[test]
+fn fencing_at_the_last_epoch_marks_the_abort_with_the_maximum_epoch() {
+    let mut m = TxnManager::default();
+    let mut ids = counter();
+    let last = ProducerEpoch(i16::MAX - 1);
+    m.load(
+        "t".into(),
+        Some(TxnMetadata::from_value(TransactionLogValue {
+            producer_id: ProducerId(77),
+            producer_epoch: last,
+            timeout_ms: 60_000,
+            state: TxnState::Empty,
+            partitions: Default::default(),
+            last_update_ms: 0,
+            start_ms: -1,
+            previous_producer_id: -1,
+            next_producer_id: -1,
+            client_transaction_version: 0,
+        })),
+    );
+    add(&mut m, "t", (ProducerId(77), last), &[tp("a", 0)], 1);
+    assert2::assert!(let Ok(InitStep::AbortFirst(t, abort)) = m.init_producer_id("t", 60_000, None, 2, &mut ids));
+    check!(t.next.producer_epoch == ProducerEpoch(i16::MAX));
+    m.apply(t);
+    check!(abort.producer_epoch == ProducerEpoch(i16::MAX));
+    check!(m.end_txn("t", ProducerId(77), last, false, 3) == Err(TxnError::ProducerFenced));
+    complete(&mut m, &abort, 3);
+    let (pid, epoch) = init(&mut m, "t", None, 4, &mut ids);
+    check!(pid != ProducerId(77));
+    check!(epoch == ProducerEpoch(0));
+
+    // The same holds when the transaction times out.
+    add(&mut m, "t", (pid, epoch), &[tp("a", 0)], 5);
+    let mut meta = m.get("t").unwrap().clone();
+    meta.producer_epoch = last;
+    m.load("t".into(), Some(meta));
+    let (t, abort) = m.due("t", 1_000_000).unwrap();
+    check!(abort.producer_epoch == ProducerEpoch(i16::MAX));
+    m.apply(t.unwrap());
+}
+
 #[test]
 fn full_commit_cycle_and_retry_of_end_txn() {
     let mut m = TxnManager::default();
