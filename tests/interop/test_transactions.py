@@ -293,6 +293,10 @@ def test_describe_producers_and_the_transaction_tooling(broker):
         time.sleep(0.3)
         assert [t.transactional_id for t in admin.list_transactions(duration_filter_ms=100)[node]] == [txn_id]
         assert admin.list_transactions(duration_filter_ms=600000)[node] == []
+        # KIP-1152 (ListTransactions v2): a pattern the whole id must match.
+        by_pattern = admin.list_transactions(transactional_id_pattern="tools-[0-9a-f]+")[node]
+        assert [t.transactional_id for t in by_pattern] == [txn_id]
+        assert admin.list_transactions(transactional_id_pattern="tools-")[node] == []
 
         p.commit_transaction(10)
         [done] = admin.describe_producers([tp])[tp].active_producers

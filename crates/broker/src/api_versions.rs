@@ -49,7 +49,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::DescribeTransactions, 0, 0),
-    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeProducers, 0, 0),
 ];
 

@@ -201,6 +201,8 @@ async fn every_api_at_every_version_answers() {
                 }
                 ApiKey::InitProducerId => {
                     let mut r = InitProducerIdRequest::default();
+                    // An idempotent producer's: no transactional.id (null).
+                    r.transactional_id = None;
                     r.producer_id = ProducerId(-1);
                     r.producer_epoch = -1;
                     let resp: InitProducerIdResponse =

@@ -685,8 +685,10 @@ impl TransactionCoordinator {
         response
     }
 
-    /// Handles ListTransactions v0–1: state and producer id filters, and
-    /// (v1) the duration filter — only transactions open longer than it.
+    /// Handles ListTransactions v0–2: state and producer id filters, (v1)
+    /// the duration filter — only transactions open longer than it — and
+    /// (v2, KIP-1152) a regular expression the whole transactional id must
+    /// match; one that does not compile is INVALID_REGULAR_EXPRESSION.
     pub fn handle_list_transactions(
         &self,
         request: &ListTransactionsRequest,
@@ -702,6 +704,22 @@ impl TransactionCoordinator {
             TxnState::CompleteAbort,
         ];
         let mut response = ListTransactionsResponse::default();
+        // Kafka compiles the pattern with RE2/J and asks for a whole match;
+        // the `regex` crate has RE2's syntax and linear-time guarantee.
+        let pattern = match request
+            .transactional_id_pattern
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .map(|p| regex::Regex::new(&format!("^(?:{p})$")))
+            .transpose()
+        {
+            Ok(pattern) => pattern,
+            Err(e) => {
+                response.error_code = ResponseError::InvalidRegularExpression.code();
+                tracing::debug!(error = %e, "ListTransactions with an invalid pattern");
+                return response;
+            }
+        };
         response.unknown_state_filters = request
             .state_filters
             .iter()
@@ -726,6 +744,7 @@ impl TransactionCoordinator {
                         .iter()
                         .any(|p| p.0 == m.producer_id.0)
             })
+            .filter(|(id, _)| pattern.as_ref().is_none_or(|p| p.is_match(id)))
             .filter(|(_, m)| {
                 // KIP-994: only transactions running longer than the filter.
                 request.duration_filter < 0

@@ -909,6 +909,29 @@ fn describe_and_list_transactions_report_the_state() {
     check!(c.handle_list_transactions(&l).transaction_states.len() == 1);
     l.duration_filter = 4_000;
     check!(c.handle_list_transactions(&l).transaction_states.is_empty());
+
+    // KIP-1152: the whole transactional id must match the pattern.
+    l.duration_filter = -1;
+    let ids = |l: &ListTransactionsRequest| {
+        let mut ids: Vec<String> = c
+            .handle_list_transactions(l)
+            .transaction_states
+            .iter()
+            .map(|t| t.transactional_id.0.to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    l.transactional_id_pattern = Some("".into());
+    check!(ids(&l) == ["idle", "t"]);
+    l.transactional_id_pattern = Some("i.*".into());
+    check!(ids(&l) == ["idle"]);
+    l.transactional_id_pattern = Some("id|t".into());
+    check!(ids(&l) == ["t"]);
+    l.transactional_id_pattern = Some("(".into());
+    let refused = c.handle_list_transactions(&l);
+    check!(refused.error_code == 128);
+    check!(refused.transaction_states.is_empty());
 }
 
 #[test]
