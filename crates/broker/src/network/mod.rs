@@ -8,7 +8,8 @@
 //! partitions' append queues as soon as it is read, so a producer's
 //! pipelined batches reach the log in the order sent while the connection
 //! reads on, and the appends that queue up meanwhile share one trip to the
-//! blocking pool. Any other request waits for the produce requests before it
+//! blocking pool; at most `PRODUCE_READ_AHEAD_BYTES` of produce requests
+//! per connection are held read but unanswered. Any other request waits for the produce requests before it
 //! (as on Kafka, which handles a connection's requests one by one); other
 //! state-changing requests (admin, acks=0 produce) are handled before the
 //! next frame is read, and read-only ones (fetch, metadata, ...) run
@@ -29,13 +30,19 @@ use {
     tokio::{
         io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter},
         net::{TcpListener, TcpStream, tcp::OwnedReadHalf},
-        sync::{mpsc, oneshot, watch},
+        sync::{Semaphore, mpsc, oneshot, watch},
         task::JoinSet,
     },
 };
 
 /// Most requests of one connection waiting for their answer at once.
 const MAX_IN_FLIGHT: usize = 100;
+
+/// Most bytes of produce requests one connection holds read but not yet
+/// appended: reading ahead keeps the log busy, and this keeps a client
+/// that pipelines large requests from filling the broker's memory (a
+/// request larger than this is read only once the ones before it are done).
+const PRODUCE_READ_AHEAD_BYTES: u32 = 4 << 20;
 
 /// Accepts connections until `shutdown` becomes true, then waits for every
 /// connection to answer what it has read.
@@ -157,6 +164,7 @@ async fn connection(
     });
     let max = broker.config.socket_request_max_bytes;
     let mut produces = JoinSet::new();
+    let read_ahead = Arc::new(Semaphore::new(PRODUCE_READ_AHEAD_BYTES as usize));
     loop {
         if *shutdown.borrow() {
             break;
@@ -175,6 +183,7 @@ async fn connection(
             }
         };
         let received = Instant::now();
+        let frame_bytes = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         metrics::request_bytes(frame.len());
         let correlation = codec::peek_correlation_id(&frame);
         let request = match codec::decode_request(frame) {
@@ -196,10 +205,22 @@ async fn connection(
         // A produce takes its place in its partitions' queues now and is
         // answered whenever its appends are done; the next request is read
         // meanwhile.
+        // Held until the produce is answered; waiting here stops the
+        // reading of further requests.
+        let permit = if matches!(request.body, codec::Request::Produce(_)) {
+            let permits = frame_bytes.clamp(1, PRODUCE_READ_AHEAD_BYTES);
+            match Arc::clone(&read_ahead).acquire_many_owned(permits).await {
+                Ok(permit) => Some(permit),
+                Err(_) => break,
+            }
+        } else {
+            None
+        };
         let request = match handlers::queue_produce(&broker, request) {
             handlers::Queued::Produce(answer) => {
                 produces.spawn(async move {
                     let reply = answer.await;
+                    drop(permit);
                     metrics::request_done(
                         api,
                         received.elapsed(),
@@ -210,7 +231,10 @@ async fn connection(
                 while produces.try_join_next().is_some() {}
                 continue;
             }
-            handlers::Queued::Other(request) => *request,
+            handlers::Queued::Other(request) => {
+                drop(permit);
+                *request
+            }
         };
         // Anything else sees what the produce requests read before it
         // appended, as when Kafka handles a connection's requests one by one.
