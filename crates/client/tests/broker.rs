@@ -577,6 +577,45 @@ async fn pipelined_produce_requests_keep_their_order_and_later_requests_see_them
         check!(p.error_code == 0);
         check!(p.offset == REQUESTS / 2, "partition {}", p.partition_index);
     }
+    // Requests larger than what a connection reads ahead (4 MiB) still go
+    // through, one at a time, in order, behind small ones.
+    create(
+        &client,
+        &NewTopic::new("pipelined-large", 1).config("max.message.bytes", "8388608"),
+    )
+    .await;
+    let large: Arc<str> = Arc::from("pipelined-large");
+    let mut answers = Vec::new();
+    for i in 0..6_i64 {
+        let size = if i % 2 == 0 { 5 << 20 } else { 10 };
+        let value = Bytes::from(vec![u8::try_from(i).unwrap(); size]);
+        let batch = PartitionBatch {
+            topic: Arc::clone(&large),
+            partition: 0,
+            batch: encode_batch(
+                &[ProducerRecord::value(value)],
+                BatchProducer::NONE,
+                Compression::None,
+                0,
+            )
+            .unwrap(),
+        };
+        answers.push(
+            enqueue_produce(
+                &connection,
+                &[batch],
+                Acks::Leader,
+                Duration::from_secs(30),
+                None,
+            )
+            .unwrap(),
+        );
+    }
+    for (i, answer) in answers.into_iter().enumerate() {
+        let outcome = answer.await.unwrap().remove(0).unwrap();
+        check!(outcome.base_offset == i64::try_from(i).unwrap());
+    }
+
     let read = read_all(&client, "pipelined", 2, usize::try_from(REQUESTS).unwrap()).await;
     for (p, records) in read {
         let values: Vec<String> = records
