@@ -70,7 +70,7 @@ impl AppendQueue {
     }
 
     fn drain(&self, log: &Log) {
-        // Should an append panic, the queue is not left marked as drained
+        // Should an append panic, the queue is not left marked as draining
         // by a task that is gone: the jobs still queued fail, the next push
         // starts afresh.
         struct Reset<'a>(&'a AppendQueue);
