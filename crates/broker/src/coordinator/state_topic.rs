@@ -143,6 +143,15 @@ pub fn encode_batch(
             headers: Default::default(),
         })
         .collect();
+    encode_v2_batch(&records)
+}
+
+/// `records` as one uncompressed v2 batch.
+///
+/// # Errors
+///
+/// The encoder's refusal, as text.
+pub(crate) fn encode_v2_batch(records: &[Record]) -> Result<Bytes, String> {
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut buf,

@@ -11,11 +11,11 @@ use {
         network::codec::{DecodedRequest, Request},
     },
     assert2::check,
-    bytes::{Bytes, BytesMut},
+    bytes::Bytes,
     kafka_protocol::{
         messages::*,
         protocol::{Decodable, StrBytes},
-        records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType},
+        records::{Record, TimestampType},
     },
     std::sync::Arc,
 };
@@ -47,17 +47,7 @@ fn batch(values: &[&str]) -> Bytes {
             headers: Default::default(),
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    crate::coordinator::state_topic::encode_v2_batch(&records).unwrap()
 }
 
 fn request(api: ApiKey, version: i16, body: Request) -> DecodedRequest {

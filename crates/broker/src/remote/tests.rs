@@ -13,7 +13,7 @@ use {
         partition::{LEADER_EPOCH, Partition},
     },
     assert2::check,
-    bytes::{Bytes, BytesMut},
+    bytes::Bytes,
     kafka_protocol::{
         messages::{
             FetchRequest, TopicName,
@@ -21,10 +21,7 @@ use {
             fetch_response::PartitionData,
         },
         protocol::StrBytes,
-        records::{
-            Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-            TimestampType,
-        },
+        records::{Record, RecordBatchDecoder, TimestampType},
     },
     krabka_ids::{ProducerEpoch, ProducerId},
     krabka_log::ControlMarker,
@@ -177,17 +174,7 @@ impl Harness {
 }
 
 fn encode(records: &[Record]) -> Bytes {
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    crate::coordinator::state_topic::encode_v2_batch(records).unwrap()
 }
 
 /// An hour ago: record timestamps are relative to it, so retention by time

@@ -13,11 +13,11 @@ use {
         network::codec::{DecodedRequest, Request},
     },
     assert2::check,
-    bytes::{Bytes, BytesMut},
+    bytes::Bytes,
     kafka_protocol::{
         messages::*,
         protocol::{Decodable, StrBytes},
-        records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType},
+        records::{Record, TimestampType},
     },
     std::{path::Path, sync::Arc, time::Duration},
 };
@@ -140,17 +140,7 @@ fn txn_batch(producer: (i64, i16), values: &[&str]) -> Bytes {
             headers: Default::default(),
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    crate::coordinator::state_topic::encode_v2_batch(&records).unwrap()
 }
 
 async fn produce(broker: &Arc<Broker>, id: &str, producer: (i64, i16), values: &[&str]) {
