@@ -164,6 +164,34 @@ fn lease_for(member: &str, token: FencingToken) -> krabka_client_coordination::L
     )
 }
 
+/// The values of partition 0 of `topic` a read_committed consumer sees.
+async fn committed_values(admin: &Client, topic: &str) -> Vec<bytes::Bytes> {
+    let fetched = admin
+        .fetch(
+            &[PartitionFetch {
+                topic: topic.into(),
+                partition: 0,
+                offset: 0,
+            }],
+            &ConsumerConfig {
+                isolation: IsolationLevel::ReadCommitted,
+                max_wait: Duration::from_millis(100),
+                min_bytes: 0,
+                ..ConsumerConfig::default()
+            },
+        )
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+        .unwrap();
+    fetched
+        .records
+        .iter()
+        .filter_map(|r| r.value.clone())
+        .collect()
+}
+
 fn leases(records: &krabka_client_coordination::RoleRecords) -> Vec<(String, FencingToken)> {
     records
         .iter()
@@ -245,30 +273,7 @@ async fn a_later_epoch_fences_the_earlier_holder_at_the_broker() {
     let records = observer.read_role_records(&role).await.unwrap();
     check!(leases(&records) == [("node-1".to_owned(), a), ("node-2".to_owned(), b)]);
     // And of the application's writes, a-2 never became visible.
-    let fetched = admin
-        .fetch(
-            &[PartitionFetch {
-                topic: "events".into(),
-                partition: 0,
-                offset: 0,
-            }],
-            &ConsumerConfig {
-                isolation: IsolationLevel::ReadCommitted,
-                max_wait: Duration::from_millis(100),
-                min_bytes: 0,
-                ..ConsumerConfig::default()
-            },
-        )
-        .await
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap();
-    let values: Vec<_> = fetched
-        .records
-        .iter()
-        .filter_map(|r| r.value.clone())
-        .collect();
+    let values = committed_values(&admin, "events").await;
     check!(values == ["a-1", "b-1"]);
 }
 
@@ -342,30 +347,7 @@ async fn fencing_survives_broker_crashes() {
     // One lease record per member: node-1's latest (written after the
     // first restart), and node-2's.
     check!(leases(&records) == [("node-1".to_owned(), a), ("node-2".to_owned(), b)]);
-    let fetched = admin
-        .fetch(
-            &[PartitionFetch {
-                topic: "jobs".into(),
-                partition: 0,
-                offset: 0,
-            }],
-            &ConsumerConfig {
-                isolation: IsolationLevel::ReadCommitted,
-                max_wait: Duration::from_millis(100),
-                min_bytes: 0,
-                ..ConsumerConfig::default()
-            },
-        )
-        .await
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap();
-    let values: Vec<_> = fetched
-        .records
-        .iter()
-        .filter_map(|r| r.value.clone())
-        .collect();
+    let values = committed_values(&admin, "jobs").await;
     check!(values == ["a-1", "a-2", "b-1"]);
 }
 

@@ -60,15 +60,6 @@ impl std::fmt::Debug for QueuedProduce {
     }
 }
 
-/// Handles Produce: queues it and waits for its answer.
-pub async fn handle_produce(
-    broker: &Arc<Broker>,
-    version: i16,
-    request: ProduceRequest,
-) -> ProduceOutcome {
-    queue_produce(broker, version, request).answer().await
-}
-
 /// Checks a Produce request and queues its batches at their partitions'
 /// logs (see [`crate::partition::Partition::queue_append`]); what cannot be
 /// appended is answered at once. Must be called within a tokio runtime.
