@@ -9,6 +9,7 @@
 //! text form — URL-safe base64 of the 16 bytes, without padding (22 chars) —
 //! which [`kafka_uuid`] and [`decode_kafka_uuid`] produce and parse.
 
+pub mod durable;
 mod hash;
 
 pub use hash::murmur2;

@@ -12,11 +12,7 @@
 
 use {
     crate::LogError,
-    std::{
-        fs::{self, File},
-        io::Write,
-        path::Path,
-    },
+    std::{fs, path::Path},
     uuid::Uuid,
 };
 
@@ -31,18 +27,17 @@ pub const CLEANER_OFFSET_FILE: &str = "krabka-cleaner-offset";
 /// Present after a clean shutdown (Kafka: `.kafka_cleanshutdown`, per log dir).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
-/// Writes `contents` to `path` atomically and durably.
+/// Writes `contents` to `path` atomically and durably (through
+/// [`krabka_ids::durable::write_atomic`], the workspace's one helper).
 ///
 /// # Errors
 ///
 /// [`LogError::Io`] on any file error.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), LogError> {
-    let tmp = path.with_extension("tmp");
-    let mut file = File::create(&tmp).map_err(LogError::io(&tmp))?;
-    file.write_all(contents).map_err(LogError::io(&tmp))?;
-    file.sync_all().map_err(LogError::io(&tmp))?;
-    fs::rename(&tmp, path).map_err(LogError::io(path))?;
-    Ok(())
+    krabka_ids::durable::write_atomic(path, contents).map_err(|e| LogError::Io {
+        path: e.path,
+        source: e.source,
+    })
 }
 
 /// Reads a file, `None` if it does not exist.

@@ -13,8 +13,7 @@ use {
     serde::{Deserialize, Serialize},
     std::{
         collections::BTreeMap,
-        fs::{self, File},
-        io::Write as _,
+        fs,
         path::{Path, PathBuf},
         sync::Mutex,
     },
@@ -141,27 +140,15 @@ impl TopicRegistry {
     }
 
     fn persist(&self, file: &RegistryFile) -> Result<(), BrokerError> {
-        let io = |action, source| BrokerError::Io {
-            action,
-            path: self.path.clone(),
-            source,
-        };
         let text = serde_json::to_vec_pretty(file).map_err(|e| BrokerError::Registry {
             path: self.path.clone(),
             reason: e.to_string(),
         })?;
-        let tmp = self.path.with_extension("json.tmp");
-        let mut out = File::create(&tmp).map_err(|e| io("create", e))?;
-        out.write_all(&text).map_err(|e| io("write", e))?;
-        out.sync_all().map_err(|e| io("fsync", e))?;
-        drop(out);
-        fs::rename(&tmp, &self.path).map_err(|e| io("rename", e))?;
-        if let Some(dir) = self.path.parent() {
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| io("fsync directory of", e))?;
-        }
-        Ok(())
+        krabka_ids::durable::write_atomic(&self.path, &text).map_err(|e| BrokerError::Io {
+            action: e.action,
+            path: e.path,
+            source: e.source,
+        })
     }
 
     /// Applies `change` to a copy of the state, persists it, then keeps it.

@@ -35,7 +35,6 @@ use {
     std::{
         collections::{BTreeMap, HashMap},
         fs,
-        io::Write as _,
         path::{Path, PathBuf},
     },
 };
@@ -209,30 +208,21 @@ pub(crate) fn read(
 }
 
 /// Replaces the cache file of `metadata_partition` with `contents`
-/// atomically (temporary file, sync, rename, directory sync).
+/// atomically and durably ([`krabka_ids::durable::write_atomic`]).
 pub(crate) fn write_atomic(
     dir: &Path,
     metadata_partition: i32,
     contents: &[u8],
 ) -> Result<(), MetadataLogError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| MetadataLogError::Io { path, source }
-    };
-    fs::create_dir_all(dir).map_err(io(dir))?;
+    fs::create_dir_all(dir).map_err(|source| MetadataLogError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
     let path = file_path(dir, metadata_partition);
-    let temporary = path.with_extension("snapshot.tmp");
-    {
-        let mut file = fs::File::create(&temporary).map_err(io(&temporary))?;
-        file.write_all(contents).map_err(io(&temporary))?;
-        file.sync_all().map_err(io(&temporary))?;
-    }
-    fs::rename(&temporary, &path).map_err(io(&path))?;
-    // Make the rename itself durable.
-    fs::File::open(dir)
-        .and_then(|directory| directory.sync_all())
-        .map_err(io(dir))?;
-    Ok(())
+    krabka_ids::durable::write_atomic(&path, contents).map_err(|e| MetadataLogError::Io {
+        path: e.path,
+        source: e.source,
+    })
 }
 
 #[cfg(test)]
