@@ -15,18 +15,19 @@
 //!
 //! The pieces, each in its own child module:
 //!
-//! - [`object`]: the object format. Batches exactly as clients sent them,
+//! - `object`: the object format. Batches exactly as clients sent them,
 //!   then a footer naming each batch's partition, position, size and
 //!   CRC-32C, so an object can be verified without the coordinator;
 //!   [`rewrite_base_offset`] gives a batch read back its assigned offsets
 //!   (the batch CRC does not cover the base offset).
-//! - [`coordinator`]: the [`BatchCoordinator`] trait and its request and
+//! - `coordinator`: the [`BatchCoordinator`] trait and its request and
 //!   answer types; [`conformance`] holds the test bodies every
 //!   implementation must pass, so the in-memory and the PostgreSQL
 //!   coordinator are held to one contract.
-//! - [`memory`]: [`InMemoryBatchCoordinator`], the reference
-//!   implementation, whose state is a plain value that an embedded,
-//!   journaled store can persist.
+//! - `memory`: [`InMemoryBatchCoordinator`], the reference
+//!   implementation; [`InMemoryBatchCoordinator::open`] journals it to a
+//!   directory, which makes it the embedded store a single node runs
+//!   diskless topics on without a database.
 //!
 //! Batches reach the object store under the same key prefix rules as
 //! tiered segments, and the object store is reached through
@@ -53,7 +54,9 @@ mod types;
 
 pub use {
     coordinator::BatchCoordinator,
-    memory::{InMemoryBatchCoordinator, MemoryState},
+    memory::{
+        COMPACT_AT_BYTES, Clock, InMemoryBatchCoordinator, JOURNAL_FILE, MemoryState, SNAPSHOT_FILE,
+    },
     object::{
         OBJECT_FORMAT_VERSION, OBJECT_MAGIC, ObjectBatch, ObjectBuilder, ObjectFile,
         rewrite_base_offset,

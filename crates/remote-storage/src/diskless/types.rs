@@ -6,11 +6,16 @@
 //! answers each partition on its own; only a failure of the coordinator
 //! itself (database down) is a [`RemoteStorageError`](crate::RemoteStorageError).
 
-use {krabka_ids::BrokerId, std::fmt, uuid::Uuid};
+use {
+    krabka_ids::BrokerId,
+    serde::{Deserialize, Serialize},
+    std::fmt,
+    uuid::Uuid,
+};
 
 /// One partition of a diskless topic, named by topic id (names can be
 /// reused after a deletion, ids cannot).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct DisklessPartition {
     /// The topic id.
     pub topic_id: Uuid,
@@ -41,7 +46,7 @@ impl fmt::Display for DisklessPartition {
 }
 
 /// The key of one object in the diskless store.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjectKey(pub String);
 
 impl fmt::Display for ObjectKey {
@@ -51,7 +56,7 @@ impl fmt::Display for ObjectKey {
 }
 
 /// Which timestamp a topic keeps (`message.timestamp.type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TimestampType {
     /// The producer's timestamps (`CreateTime`).
     CreateTime,
@@ -60,7 +65,7 @@ pub enum TimestampType {
 }
 
 /// The idempotence fields of a batch from an idempotent producer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerBatch {
     /// Producer id.
     pub producer_id: i64,
@@ -73,7 +78,7 @@ pub struct ProducerBatch {
 }
 
 /// One batch of an object being committed, as the broker validated it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitBatch {
     /// Its partition.
     pub partition: DisklessPartition,
@@ -92,11 +97,12 @@ pub struct CommitBatch {
 }
 
 /// An uploaded object and its batches, committed in one step.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectCommit {
     /// Where the object is.
     pub key: ObjectKey,
     /// The broker that uploaded it.
+    #[serde(with = "broker_id_as_i32")]
     pub uploader: BrokerId,
     /// Its total size in bytes (batches and footer).
     pub size: u64,
@@ -274,7 +280,7 @@ pub enum OffsetAnswer {
 }
 
 /// One DeleteRecords request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeleteRecords {
     /// The partition.
     pub partition: DisklessPartition,
@@ -283,7 +289,7 @@ pub struct DeleteRecords {
 }
 
 /// A partition's retention settings, as the topic configures them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetentionPolicy {
     /// The partition.
     pub partition: DisklessPartition,
@@ -302,4 +308,20 @@ pub struct RetentionOutcome {
     pub bytes_deleted: u64,
     /// The log start offset after the pass.
     pub log_start_offset: i64,
+}
+
+/// Broker ids in the embedded store's journal, as Kafka's integer.
+mod broker_id_as_i32 {
+    use {
+        krabka_ids::BrokerId,
+        serde::{Deserialize, Deserializer, Serializer},
+    };
+
+    pub(super) fn serialize<S: Serializer>(id: &BrokerId, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i32(id.0)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BrokerId, D::Error> {
+        i32::deserialize(d).map(BrokerId)
+    }
 }

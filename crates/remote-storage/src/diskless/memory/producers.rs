@@ -8,6 +8,7 @@
 
 use {
     super::super::types::{BatchError, ProducerBatch},
+    serde::{Deserialize, Serialize},
     std::collections::{HashMap, VecDeque},
 };
 
@@ -15,14 +16,14 @@ use {
 /// `NUM_BATCHES_TO_RETAIN`, the idempotent producer's in-flight limit).
 const BATCHES_TO_RETAIN: usize = 5;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct Recent {
     base_sequence: i32,
     last_sequence: i32,
     base_offset: i64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Entry {
     epoch: i16,
     recent: VecDeque<Recent>,
@@ -40,7 +41,7 @@ pub(super) enum Check {
 }
 
 /// The producers of one partition.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(super) struct Producers {
     by_id: HashMap<i64, Entry>,
 }
