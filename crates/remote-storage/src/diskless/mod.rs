@@ -29,9 +29,13 @@
 //!   directory, which makes it the embedded store a single node runs
 //!   diskless topics on without a database.
 //!
-//! Batches reach the object store under the same key prefix rules as
-//! tiered segments, and the object store is reached through
-//! [`krabka_object_store`] as for the remote tier.
+//! - `store`: [`DisklessStore`], create-only uploads and ranged reads
+//!   through an [`ObjectCache`] that keeps the objects a broker wrote apart
+//!   from what lagging readers fetch, so they never evict the hot tail.
+//!
+//! The object store itself is any `object_store` backend — a directory,
+//! or S3 and GCS configured through [`krabka_object_store`] as for the
+//! remote tier.
 //!
 //! ```
 //! use krabka_remote_storage::diskless::{DisklessPartition, ObjectBuilder, ObjectFile};
@@ -46,13 +50,16 @@
 //! assert_eq!(object.batch_bytes(&placed), &b"batch bytes as the client sent them"[..]);
 //! ```
 
+mod cache;
 pub mod conformance;
 mod coordinator;
 mod memory;
 mod object;
+mod store;
 mod types;
 
 pub use {
+    cache::ObjectCache,
     coordinator::BatchCoordinator,
     memory::{
         COMPACT_AT_BYTES, Clock, InMemoryBatchCoordinator, JOURNAL_FILE, MemoryState, SNAPSHOT_FILE,
@@ -61,6 +68,7 @@ pub use {
         OBJECT_FORMAT_VERSION, OBJECT_MAGIC, ObjectBatch, ObjectBuilder, ObjectFile,
         rewrite_base_offset,
     },
+    store::DisklessStore,
     types::{
         BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
         FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,
