@@ -29,6 +29,9 @@
 //!   directory, which makes it the embedded store a single node runs
 //!   diskless topics on without a database.
 //!
+//! - `writer`: [`ObjectWriter`], the produce side: one shared open object
+//!   per broker, closed by size or time, uploaded in parallel and committed
+//!   strictly in order, each batch answered after its commit.
 //! - `store`: [`DisklessStore`], create-only uploads and ranged reads
 //!   through an [`ObjectCache`] that keeps the objects a broker wrote apart
 //!   from what lagging readers fetch, so they never evict the hot tail.
@@ -57,6 +60,7 @@ mod memory;
 mod object;
 mod store;
 mod types;
+mod writer;
 
 pub use {
     cache::ObjectCache,
@@ -75,4 +79,5 @@ pub use {
         OffsetQuery, PartitionError, ProducerBatch, RetentionOutcome, RetentionPolicy,
         TimestampType,
     },
+    writer::{Appended, ObjectWriter, OnCommit, WriteError, WriterConfig},
 };
