@@ -13,7 +13,7 @@ use {
         types::{
             BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
             ListOffsetsQuery, ObjectCommit, ObjectKey, OffsetAnswer, OffsetQuery, PartitionError,
-            ProducerBatch, RetentionPolicy, TimestampType,
+            ProducerBatch, RetentionPolicy,
         },
     },
     krabka_ids::BrokerId,
@@ -98,7 +98,6 @@ pub fn commit_of(key: &str, batches: &[(DisklessPartition, u32)]) -> ObjectCommi
                 size: 100,
                 offset_count,
                 max_timestamp: 1000 * (i as i64 + 1),
-                timestamp_type: TimestampType::CreateTime,
                 producer: None,
             })
             .collect(),

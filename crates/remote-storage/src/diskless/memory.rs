@@ -272,7 +272,7 @@ impl BatchCoordinator for InMemoryBatchCoordinator {
 
 #[cfg(test)]
 mod tests {
-    use {super::*, crate::diskless::TimestampType, std::sync::atomic::AtomicI64};
+    use super::*;
 
     #[tokio::test]
     async fn passes_the_conformance_suite() {
@@ -312,35 +312,5 @@ mod tests {
                 "case {case} kept its partitions"
             );
         }
-    }
-
-    #[tokio::test]
-    async fn log_append_time_is_the_commit_time() {
-        let now = Arc::new(AtomicI64::new(1_000));
-        let clock = {
-            let now = Arc::clone(&now);
-            Arc::new(move || now.load(std::sync::atomic::Ordering::SeqCst))
-        };
-        let c = InMemoryBatchCoordinator::with_clock(clock);
-        let p = DisklessPartition::new(Uuid::from_u128(1), 0);
-        c.create_partitions(&[p]).await.unwrap();
-        let mut commit = super::super::conformance::commit_of("o1", &[(p, 3)]);
-        commit.batches[0].timestamp_type = TimestampType::LogAppendTime;
-        now.store(5_000, std::sync::atomic::Ordering::SeqCst);
-        let answers = c.commit_object(&commit).await.unwrap();
-        assert_eq!(answers[0].as_ref().unwrap().log_append_time, Some(5_000));
-        // Retention goes by the append time, not the producer's timestamp.
-        let out = c
-            .enforce_retention(
-                &[RetentionPolicy {
-                    partition: p,
-                    retention_ms: 1_000,
-                    retention_bytes: -1,
-                }],
-                5_500,
-            )
-            .await
-            .unwrap();
-        assert_eq!(out[0].as_ref().unwrap().batches_deleted, 0);
     }
 }

@@ -77,7 +77,6 @@ pub use {
         BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
         FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,
         OffsetQuery, PartitionError, ProducerBatch, RetentionOutcome, RetentionPolicy,
-        TimestampType,
     },
     writer::{Appended, ObjectWriter, OnCommit, WriteError, WriterConfig},
 };

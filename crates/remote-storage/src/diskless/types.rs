@@ -55,15 +55,6 @@ impl fmt::Display for ObjectKey {
     }
 }
 
-/// Which timestamp a topic keeps (`message.timestamp.type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TimestampType {
-    /// The producer's timestamps (`CreateTime`).
-    CreateTime,
-    /// The time the batch was committed (`LogAppendTime`).
-    LogAppendTime,
-}
-
 /// The idempotence fields of a batch from an idempotent producer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerBatch {
@@ -88,10 +79,10 @@ pub struct CommitBatch {
     pub size: u32,
     /// Number of offsets it takes (`lastOffsetDelta + 1`), at least 1.
     pub offset_count: u32,
-    /// The batch's largest timestamp as the producer sent it.
+    /// The batch's largest timestamp (on a `LogAppendTime` topic the
+    /// broker stamps the batch before appending it, as Kafka does, and
+    /// passes that time here).
     pub max_timestamp: i64,
-    /// The topic's timestamp type.
-    pub timestamp_type: TimestampType,
     /// Idempotence fields, for batches of idempotent producers.
     pub producer: Option<ProducerBatch>,
 }
@@ -116,8 +107,6 @@ pub struct ObjectCommit {
 pub struct Committed {
     /// The first offset assigned to the batch.
     pub base_offset: i64,
-    /// The commit time, when the topic keeps `LogAppendTime`.
-    pub log_append_time: Option<i64>,
     /// The partition's log start offset after the commit.
     pub log_start_offset: i64,
     /// The batch repeats one committed earlier by the same producer
@@ -217,11 +206,8 @@ pub struct FoundBatch {
     pub base_offset: i64,
     /// Last offset assigned to it.
     pub last_offset: i64,
-    /// Its largest timestamp as the producer sent it.
+    /// Its largest timestamp.
     pub max_timestamp: i64,
-    /// The commit time, when the topic keeps `LogAppendTime`: a reader
-    /// writes it into the batch it serves.
-    pub log_append_time: Option<i64>,
 }
 
 /// The offsets of a partition.

@@ -341,7 +341,7 @@ mod tests {
         super::*,
         crate::diskless::{
             DisklessPartition, FindBatches, InMemoryBatchCoordinator, ObjectCache, ObjectFile,
-            ProducerBatch, TimestampType,
+            ProducerBatch,
         },
         assert2::check,
         object_store::local::LocalFileSystem,
@@ -355,7 +355,6 @@ mod tests {
             size: 0,
             offset_count: 2,
             max_timestamp: 1,
-            timestamp_type: TimestampType::CreateTime,
             producer,
         }
     }

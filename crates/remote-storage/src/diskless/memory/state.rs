@@ -7,7 +7,7 @@ use {
         super::types::{
             BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches, FoundBatch,
             FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,
-            OffsetQuery, PartitionError, RetentionOutcome, RetentionPolicy, TimestampType,
+            OffsetQuery, PartitionError, RetentionOutcome, RetentionPolicy,
         },
         producers::{self, Producers},
     },
@@ -76,13 +76,12 @@ struct StoredBatch {
     base_offset: i64,
     last_offset: i64,
     max_timestamp: i64,
-    log_append_time: Option<i64>,
 }
 
 impl StoredBatch {
     /// The timestamp retention and lookups go by.
     fn timestamp(&self) -> i64 {
-        self.log_append_time.unwrap_or(self.max_timestamp)
+        self.max_timestamp
     }
 
     fn found(&self) -> FoundBatch {
@@ -93,7 +92,6 @@ impl StoredBatch {
             base_offset: self.base_offset,
             last_offset: self.last_offset,
             max_timestamp: self.max_timestamp,
-            log_append_time: self.log_append_time,
         }
     }
 }
@@ -241,7 +239,6 @@ impl MemoryState {
                     producers::Check::Duplicate(base_offset) => {
                         answers.push(Ok(Committed {
                             base_offset,
-                            log_append_time: None,
                             log_start_offset: p.log_start,
                             duplicate: true,
                         }));
@@ -255,8 +252,6 @@ impl MemoryState {
                 }
             }
             let base_offset = p.next_offset;
-            let log_append_time =
-                (batch.timestamp_type == TimestampType::LogAppendTime).then_some(now);
             p.next_offset += offset_count;
             p.bytes += u64::from(batch.size);
             p.batches.push_back(StoredBatch {
@@ -266,7 +261,6 @@ impl MemoryState {
                 base_offset,
                 last_offset: base_offset + offset_count - 1,
                 max_timestamp: batch.max_timestamp,
-                log_append_time,
             });
             if let Some(producer) = &batch.producer {
                 p.producers.record(producer, base_offset);
@@ -274,7 +268,6 @@ impl MemoryState {
             live += 1;
             answers.push(Ok(Committed {
                 base_offset,
-                log_append_time,
                 log_start_offset: p.log_start,
                 duplicate: false,
             }));
