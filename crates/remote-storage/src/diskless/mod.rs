@@ -32,6 +32,9 @@
 //! - `writer`: [`ObjectWriter`], the produce side: one shared open object
 //!   per broker, closed by size or time, uploaded in parallel and committed
 //!   strictly in order, each batch answered after its commit.
+//! - `reader`: [`read_batches`], the fetch side: the found batches read
+//!   per object in runs, their assigned offsets written in.
+//! - `cleaner`: [`clean_once`] deletes objects dead for a grace period.
 //! - `store`: [`DisklessStore`], create-only uploads and ranged reads
 //!   through an [`ObjectCache`] that keeps the objects a broker wrote apart
 //!   from what lagging readers fetch, so they never evict the hot tail.
@@ -54,16 +57,19 @@
 //! ```
 
 mod cache;
+mod cleaner;
 pub mod conformance;
 mod coordinator;
 mod memory;
 mod object;
+mod reader;
 mod store;
 mod types;
 mod writer;
 
 pub use {
     cache::ObjectCache,
+    cleaner::{CleanerPass, clean_once},
     coordinator::BatchCoordinator,
     memory::{
         COMPACT_AT_BYTES, Clock, InMemoryBatchCoordinator, JOURNAL_FILE, MemoryState, SNAPSHOT_FILE,
@@ -72,6 +78,7 @@ pub use {
         OBJECT_FORMAT_VERSION, OBJECT_MAGIC, ObjectBatch, ObjectBuilder, ObjectFile,
         rewrite_base_offset,
     },
+    reader::read_batches,
     store::DisklessStore,
     types::{
         BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
