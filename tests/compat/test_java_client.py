@@ -12,7 +12,7 @@ import pytest
 from conftest import CLIENT_VERSIONS, version_param
 
 SCENARIOS = ["produce", "errors", "configs", "admin", "classic_group", "consumer_group",
-             "transactions", "eos", "features"]
+             "regex", "transactions", "eos", "features"]
 
 
 def check_scenario(t, scenario, who):

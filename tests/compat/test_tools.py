@@ -337,6 +337,7 @@ def test_kafka_transactions(target):
     assert offsets(broker, topic) == {0: 4}  # 3 records and the commit marker
 
 
+@pytest.mark.full
 def test_kafka_transactions_abort_hanging(target):
     """`kafka-transactions abort` writes an abort marker with WriteTxnMarkers."""
     name, broker = target

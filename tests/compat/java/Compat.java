@@ -42,7 +42,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public class Compat {
     static final List<String> ALL = List.of(
             "produce", "errors", "configs", "admin", "classic_group", "consumer_group",
-            "transactions", "eos", "features");
+            "regex", "transactions", "eos", "features");
     static final long WAIT_MS = 60_000;
     static final long BASE_TS = 1_700_000_000_000L;
 
@@ -104,6 +104,7 @@ public class Compat {
                         case "admin": adminApi(); break;
                         case "classic_group": group("classic"); break;
                         case "consumer_group": group("consumer"); break;
+                        case "regex": regex(); break;
                         case "transactions": transactions(); break;
                         case "eos": eos(); break;
                         case "features": features(); break;
@@ -703,6 +704,38 @@ public class Compat {
         put("delete_group.empty", outcome(() -> admin.deleteConsumerGroups(List.of(g)).all().get()));
         put("describe_deleted", outcomeValue(() -> admin.describeConsumerGroups(List.of(g)).all().get().get(g).state()));
         put("delete_group.unknown", outcome(() -> admin.deleteConsumerGroups(List.of(topic(protocol + "-no-such-group"))).all().get()));
+    }
+
+    /**
+     * Pattern subscriptions: the classic protocol resolves the pattern in the
+     * client; KIP-848 sends it to the broker (SubscribedTopicRegex), which
+     * resolves it. What each consumed is recorded, not checked, so the
+     * differential run shows a broker that resolves nothing.
+     */
+    void regex() throws Exception {
+        for (String protocol : List.of("classic", "consumer")) {
+            String base = topic("regex-" + protocol);
+            List<String> topics = List.of(base + "-a", base + "-b");
+            for (String t : topics) createTopic(t, 1, null);
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(null))) {
+                for (String t : topics) producer.send(new ProducerRecord<>(t, 0, null, t.getBytes()));
+                producer.flush();
+            }
+            Set<String> seen = new TreeSet<>();
+            String result = outcome(() -> {
+                try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(topic("regex-g-" + protocol),
+                        Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol, ConsumerConfig.METADATA_MAX_AGE_CONFIG, "1000")))) {
+                    c.subscribe(java.util.regex.Pattern.compile(java.util.regex.Pattern.quote(base + "-") + "[ab]"));
+                    long deadline = System.currentTimeMillis() + 30_000;
+                    while (seen.size() < 2 && System.currentTimeMillis() < deadline) {
+                        for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) seen.add(r.topic().substring(base.length()));
+                    }
+                }
+                return null;
+            });
+            put(protocol + ".outcome", result);
+            put(protocol + ".consumed", String.join(",", seen));
+        }
     }
 
     Map<String, String> txnProps(String id) {
