@@ -58,6 +58,30 @@ KNOWN_FAILURES = {
 BROKERS = ["krabka", "kafka"]
 
 
+@pytest.fixture(scope="module")
+def kgo_dir():
+    """A writable copy of franz-go's pkg/kgo, with its test binary built."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail("go not found (the Go toolchain is needed for franz-go's tests)")
+    env = dict(os.environ, GOMODCACHE=GOMODCACHE, GOFLAGS="-modcacherw")
+    proc = subprocess.run([go, "mod", "download", "-json", "github.com/twmb/franz-go@" + FRANZ_GO],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    src = json.loads(proc.stdout)["Dir"]
+    dst = os.path.join(HERE, ".cache", "franz-go-" + FRANZ_GO)
+    if not os.path.exists(dst):
+        shutil.copytree(src, dst + ".tmp")
+        os.replace(dst + ".tmp", dst)
+    kgo = os.path.join(dst, "pkg", "kgo")
+    binary = os.path.join(kgo, "kgo.test")
+    if not os.path.exists(binary):
+        proc = subprocess.run([go, "test", "-c", "-o", binary, "."], cwd=kgo, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env, timeout=1800)
+        assert proc.returncode == 0, "building franz-go's kgo tests failed:\n" + proc.stdout[-5000:]
+    return kgo
+
+
 @pytest.mark.full
 @pytest.mark.parametrize("name", BROKER_TESTS)
 @pytest.mark.parametrize("target", BROKERS)
