@@ -271,6 +271,13 @@ impl super::TopicLookup for RegistryTopics {
     fn name_of(&self, id: uuid::Uuid) -> Option<String> {
         Some(self.broker.upgrade()?.registry.by_id(id)?.name)
     }
+
+    fn names(&self) -> Vec<String> {
+        self.broker
+            .upgrade()
+            .map(|b| b.registry.topics().into_iter().map(|t| t.name).collect())
+            .unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,20 @@
 //! to revoke it. When the member holds nothing it must revoke, it moves to
 //! the target epoch.
 //!
+//! A member subscribes by topic names, by a regular expression
+//! (`SubscribedTopicRegex`, RE2 syntax, matched against whole topic names),
+//! or both: its topics are the union, as in Kafka's `GroupMetadataManager`.
+//! The coordinator resolves a group's expressions against the topics that
+//! exist when a member brings a new one and again at most every
+//! [`REGEX_REFRESH_INTERVAL_MS`] while heartbeats arrive, so created and
+//! deleted topics reach the assignment; the resolution is synchronous here
+//! (Kafka runs it on an executor), so a member's first answer already holds
+//! its partitions.
+//!
+//! Each held partition remembers the epoch it was assigned at (KIP-1251), so
+//! an OffsetCommit carrying an older member epoch is still accepted for the
+//! partitions the member held at that epoch ([`validate_consumer_commit`]).
+//!
 //! Consumer groups share the [`Group`] record with classic groups, so
 //! committed offsets work the same; their membership is not persisted
 //! (members rejoin with epoch 0 after a coordinator restart, as they do
@@ -32,6 +46,7 @@ use kafka_protocol::messages::consumer_group_heartbeat_response::{
     TopicPartitions as HeartbeatTopicPartitions,
 };
 use kafka_protocol::protocol::StrBytes;
+use regex::Regex;
 use uuid::Uuid;
 
 use super::assignor::{self, Assignment, AssignorMember};
@@ -43,6 +58,11 @@ use super::state::{Group, GroupState};
 const LEAVE_EPOCH: i32 = -1;
 /// Member epoch a leaving static member sends.
 const STATIC_LEAVE_EPOCH: i32 = -2;
+/// How often a group's regular expressions are resolved again while its
+/// members heartbeat (Kafka's `REGEX_BATCH_REFRESH_INTERVAL_MS`).
+pub const REGEX_REFRESH_INTERVAL_MS: i64 = 10_000;
+/// The first OffsetCommit version a consumer-protocol member may use.
+const FIRST_CONSUMER_COMMIT_VERSION: i16 = 9;
 
 /// Topic names and ids as the broker knows them, for the assignors.
 pub trait TopicLookup: Send + Sync + 'static {
@@ -50,6 +70,10 @@ pub trait TopicLookup: Send + Sync + 'static {
     fn by_name(&self, name: &str) -> Option<(Uuid, i32)>;
     /// The name of the topic with `id`.
     fn name_of(&self, id: Uuid) -> Option<String>;
+    /// The names of every topic, internal ones included (regular
+    /// expressions are resolved against them, as Kafka resolves them
+    /// against its whole metadata image).
+    fn names(&self) -> Vec<String>;
 }
 
 /// One member of a consumer group.
@@ -69,6 +93,9 @@ pub struct ConsumerMember {
     pub rebalance_timeout_ms: i32,
     /// Subscribed topic names.
     pub subscribed: Vec<String>,
+    /// The subscribed regular expression as last sent (an empty one means
+    /// none; see [`ConsumerMember::regex`]).
+    pub subscribed_regex: Option<String>,
     /// The member's epoch.
     pub member_epoch: i32,
     /// The epoch before the last bump (a retried heartbeat may carry it).
@@ -77,6 +104,9 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// Partitions the member was told to revoke and still owns.
     pub revoking: Assignment,
+    /// The member epoch each held partition (assigned or being revoked) was
+    /// assigned at (KIP-1251's assignment epochs).
+    pub assignment_epochs: BTreeMap<(Uuid, i32), i32>,
     /// The assignment last sent, to send only changes.
     pub last_sent: Option<Assignment>,
     /// When the session expires (ms).
@@ -85,6 +115,50 @@ pub struct ConsumerMember {
     pub session_timeout_ms: i64,
     /// When an unacknowledged revocation fences the member (ms).
     pub revoke_deadline_ms: Option<i64>,
+}
+
+impl ConsumerMember {
+    /// The member's regular expression, if it subscribes with one.
+    pub fn regex(&self) -> Option<&str> {
+        self.subscribed_regex.as_deref().filter(|r| !r.is_empty())
+    }
+}
+
+/// A regular expression some member subscribes with, and the topics it
+/// matched when last resolved.
+#[derive(Debug, Clone)]
+pub struct ResolvedRegex {
+    /// The expression anchored at both ends (Kafka matches whole names).
+    matcher: Regex,
+    /// The topics it matched.
+    pub topics: BTreeSet<String>,
+    /// Whether it has been resolved yet.
+    pub resolved: bool,
+}
+
+impl ResolvedRegex {
+    /// Compiles `pattern` the way Kafka validates `SubscribedTopicRegex`.
+    ///
+    /// # Errors
+    ///
+    /// The compiler's description when the pattern is not a valid regular
+    /// expression (Kafka's INVALID_REGULAR_EXPRESSION).
+    pub fn compile(pattern: &str) -> Result<Self, String> {
+        // The pattern must be valid on its own: wrapping an invalid one such
+        // as `a)|(b` could make it parse.
+        Regex::new(pattern).map_err(|e| e.to_string())?;
+        let matcher = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| e.to_string())?;
+        Ok(Self {
+            matcher,
+            topics: BTreeSet::new(),
+            resolved: false,
+        })
+    }
+
+    /// Whether the expression matches the whole of `topic`.
+    pub fn matches(&self, topic: &str) -> bool {
+        self.matcher.is_match(topic)
+    }
 }
 
 /// The consumer-protocol side of a group.
@@ -103,6 +177,10 @@ pub struct ConsumerGroup {
     /// The assignor used when no member asks for one (the first of
     /// `group.consumer.assignors`); empty means `uniform`.
     pub default_assignor: String,
+    /// The regular expressions members subscribe with, by pattern.
+    pub regexes: BTreeMap<String, ResolvedRegex>,
+    /// When the regular expressions were last resolved (ms).
+    pub regexes_resolved_ms: Option<i64>,
 }
 
 impl ConsumerGroup {
@@ -121,6 +199,16 @@ impl ConsumerGroup {
         } else {
             "Stable"
         }
+    }
+
+    /// The topics `member` subscribes to: its names and what its regular
+    /// expression resolved to.
+    pub fn member_topics<'a>(&'a self, member: &'a ConsumerMember) -> BTreeSet<&'a str> {
+        let mut topics: BTreeSet<&str> = member.subscribed.iter().map(String::as_str).collect();
+        if let Some(resolved) = member.regex().and_then(|r| self.regexes.get(r)) {
+            topics.extend(resolved.topics.iter().map(String::as_str));
+        }
+        topics
     }
 
     /// The assignor the members asked for (the first member's choice), or
@@ -177,9 +265,9 @@ fn compute_target(
         .values()
         .map(|m| AssignorMember {
             id: m.id.clone(),
-            topics: m
-                .subscribed
-                .iter()
+            topics: group
+                .member_topics(m)
+                .into_iter()
                 .filter_map(|t| topics.and_then(|l| l.by_name(t)))
                 .collect(),
             current: group.target.get(&m.id).cloned().unwrap_or_default(),
@@ -227,8 +315,9 @@ fn reconcile(group: &mut ConsumerGroup, member_id: &str, owned: Option<&Assignme
     for (t, ps) in &target {
         for p in ps {
             let free = !busy.get(t).is_some_and(|b| b.contains(p));
-            if free {
-                member.assigned.entry(*t).or_default().insert(*p);
+            if free && member.assigned.entry(*t).or_default().insert(*p) {
+                // A partition is held from the epoch the member moves to.
+                member.assignment_epochs.insert((*t, *p), epoch);
             }
         }
     }
@@ -236,6 +325,15 @@ fn reconcile(group: &mut ConsumerGroup, member_id: &str, owned: Option<&Assignme
         member.previous_epoch = member.member_epoch;
         member.member_epoch = epoch;
     }
+}
+
+/// Forgets the assignment epochs of partitions the member no longer holds.
+fn prune_assignment_epochs(member: &mut ConsumerMember) {
+    let (assigned, revoking) = (&member.assigned, &member.revoking);
+    member.assignment_epochs.retain(|(t, p), _| {
+        assigned.get(t).is_some_and(|ps| ps.contains(p))
+            || revoking.get(t).is_some_and(|ps| ps.contains(p))
+    });
 }
 
 fn to_assignment(
@@ -266,6 +364,7 @@ pub(crate) fn remove_consumer_member(
     }
     cg.group_epoch += 1;
     cg.assignors.remove(member_id);
+    forget_unused_regexes(cg);
     let name = cg.assignor_name();
     compute_target(cg, &name, topics);
     if cg.members.is_empty() {
@@ -307,34 +406,94 @@ pub(crate) fn has_due_consumer_timer(group: &Group, now: i64) -> bool {
     })
 }
 
-/// Validates a consumer group's offset commit (member id and epoch).
+/// Kafka's `ConsumerGroup.validateOffsetCommit` with KIP-1251's
+/// assignment epochs, for the `partitions` (topic name, partition) of one
+/// OffsetCommit or TxnOffsetCommit; 0 accepts the whole commit, any other
+/// code refuses all of it.
+///
+/// A negative epoch commits into a group without members (the admin client,
+/// or a consumer without group management). Otherwise the member must exist,
+/// and a non-transactional commit must be OffsetCommit v9 or later. The
+/// member's current epoch commits anything; a newer one is stale; an older
+/// one commits only partitions the member holds (assigned or still being
+/// revoked) since that epoch or before, so a commit sent just before a
+/// heartbeat moved the member on still lands, and a zombie's does not. A
+/// refused TxnOffsetCommit answers ILLEGAL_GENERATION instead of
+/// STALE_MEMBER_EPOCH.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn validate_consumer_commit(
-    group: &mut Group,
+    group: &Group,
     member_id: &str,
     epoch: i32,
-    now: i64,
+    partitions: &[(&str, i32)],
+    topics: Option<&Arc<dyn TopicLookup>>,
+    version: i16,
+    transactional: bool,
 ) -> i16 {
-    let Some(cg) = group.consumer.as_mut() else {
+    let Some(cg) = group.consumer.as_ref() else {
         return ResponseError::UnknownMemberId.code();
     };
-    if member_id.is_empty() && epoch < 0 {
-        return if cg.members.is_empty() {
-            0
-        } else {
-            ResponseError::UnknownMemberId.code()
-        };
+    if epoch < 0 && cg.members.is_empty() {
+        return 0;
     }
-    let Some(member) = cg.members.get_mut(member_id) else {
+    let Some(member) = cg.members.get(member_id) else {
         return ResponseError::UnknownMemberId.code();
     };
-    if epoch > member.member_epoch {
-        return ResponseError::FencedMemberEpoch.code();
+    if !transactional && version < FIRST_CONSUMER_COMMIT_VERSION {
+        return ResponseError::UnsupportedVersion.code();
     }
-    if epoch < member.member_epoch {
-        return ResponseError::StaleMemberEpoch.code();
+    let accepted = match epoch.cmp(&member.member_epoch) {
+        std::cmp::Ordering::Equal => true,
+        std::cmp::Ordering::Greater => false,
+        std::cmp::Ordering::Less => partitions.iter().all(|(topic, partition)| {
+            topics
+                .and_then(|l| l.by_name(topic))
+                .and_then(|(id, _)| member.assignment_epochs.get(&(id, *partition)))
+                .is_some_and(|assigned_at| *assigned_at <= epoch)
+        }),
+    };
+    match (accepted, transactional) {
+        (true, _) => 0,
+        (false, false) => ResponseError::StaleMemberEpoch.code(),
+        (false, true) => ResponseError::IllegalGeneration.code(),
     }
-    member.session_deadline_ms = now + member.session_timeout_ms;
-    0
+}
+
+/// Drops the regular expressions no member subscribes with any more.
+fn forget_unused_regexes(cg: &mut ConsumerGroup) {
+    let used: BTreeSet<&str> = cg.members.values().filter_map(|m| m.regex()).collect();
+    cg.regexes.retain(|r, _| used.contains(r.as_str()));
+}
+
+/// Resolves the group's regular expressions against the topics that exist
+/// when one is new or the last resolution is [`REGEX_REFRESH_INTERVAL_MS`]
+/// old; the caller's target recomputation turns a change into a rebalance.
+fn refresh_regexes(cg: &mut ConsumerGroup, topics: Option<&Arc<dyn TopicLookup>>, now: i64) {
+    forget_unused_regexes(cg);
+    let Some(lookup) = topics else {
+        return;
+    };
+    if cg.regexes.is_empty() {
+        cg.regexes_resolved_ms = None;
+        return;
+    }
+    let due = cg.regexes.values().any(|r| !r.resolved)
+        || cg
+            .regexes_resolved_ms
+            .is_none_or(|at| now.saturating_sub(at) >= REGEX_REFRESH_INTERVAL_MS);
+    if !due {
+        return;
+    }
+    let names = lookup.names();
+    for resolved in cg.regexes.values_mut() {
+        resolved.topics = names
+            .iter()
+            .filter(|n| resolved.matches(n))
+            .cloned()
+            .collect();
+        resolved.resolved = true;
+    }
+    cg.regexes_resolved_ms = Some(now);
 }
 
 fn sb(s: &str) -> StrBytes {
@@ -348,6 +507,62 @@ fn heartbeat_error(code: ResponseError, message: &str) -> ConsumerGroupHeartbeat
         .with_error_message(Some(sb(message)))
 }
 
+/// Kafka's `GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid`.
+fn invalid_heartbeat(
+    config: &GroupConfig,
+    ctx: &RequestContext,
+    req: &ConsumerGroupHeartbeatRequest,
+) -> Option<ConsumerGroupHeartbeatResponse> {
+    let invalid = |message: &str| Some(heartbeat_error(ResponseError::InvalidRequest, message));
+    let epoch = req.member_epoch;
+    // From v1 the client generates its member id (KIP-1082).
+    if req.member_id.is_empty() && (ctx.api_version >= 1 || epoch > 0 || epoch == LEAVE_EPOCH) {
+        return invalid("MemberId can't be empty.");
+    }
+    if req.group_id.0.is_empty() {
+        return invalid("GroupId can't be empty.");
+    }
+    if req.instance_id.as_ref().is_some_and(|i| i.is_empty()) {
+        return invalid("InstanceId can't be empty.");
+    }
+    if req.rack_id.as_ref().is_some_and(|r| r.is_empty()) {
+        return invalid("RackId can't be empty.");
+    }
+    if epoch == 0 {
+        if req.rebalance_timeout_ms == -1 {
+            return invalid("RebalanceTimeoutMs must be provided in first request.");
+        }
+        if req.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
+            return invalid("TopicPartitions must be empty when (re-)joining.");
+        }
+        // An empty list of names or an empty regex joins without topics.
+        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+            return invalid(
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+            );
+        }
+    } else if epoch == STATIC_LEAVE_EPOCH {
+        if req.instance_id.is_none() {
+            return invalid("InstanceId can't be null.");
+        }
+    } else if epoch < STATIC_LEAVE_EPOCH {
+        return invalid("MemberEpoch is invalid.");
+    }
+    if let Some(name) = &req.server_assignor
+        && !config.consumer_assignors.iter().any(|a| a == name.as_str())
+    {
+        return Some(heartbeat_error(
+            ResponseError::UnsupportedAssignor,
+            &format!(
+                "ServerAssignor {} is not supported. Supported assignors: {}.",
+                name.as_str(),
+                config.consumer_assignors.join(", ")
+            ),
+        ));
+    }
+    None
+}
+
 fn heartbeat(
     state: &mut CoordinatorState,
     config: &GroupConfig,
@@ -356,49 +571,12 @@ fn heartbeat(
     req: &ConsumerGroupHeartbeatRequest,
     now: i64,
 ) -> ConsumerGroupHeartbeatResponse {
+    if let Some(refused) = invalid_heartbeat(config, ctx, req) {
+        return refused;
+    }
     let group_id = req.group_id.0.as_str();
     let epoch = req.member_epoch;
-    // librdkafka sends an empty regex when it subscribes by name.
-    let regex = req
-        .subscribed_topic_regex
-        .as_ref()
-        .filter(|r| !r.is_empty());
-    if group_id.is_empty() {
-        return heartbeat_error(ResponseError::InvalidRequest, "GroupId can't be empty.");
-    }
-    if epoch == 0 {
-        if req
-            .subscribed_topic_names
-            .as_ref()
-            .is_none_or(Vec::is_empty)
-            && regex.is_none()
-        {
-            return heartbeat_error(
-                ResponseError::InvalidRequest,
-                "SubscribedTopicNames must be set in first request.",
-            );
-        }
-        if req.rebalance_timeout_ms <= 0 {
-            return heartbeat_error(
-                ResponseError::InvalidRequest,
-                "RebalanceTimeoutMs must be provided in first request.",
-            );
-        }
-    }
-    if regex.is_some() {
-        return heartbeat_error(
-            ResponseError::InvalidRequest,
-            "Regular expression subscriptions are not supported.",
-        );
-    }
-    if let Some(name) = &req.server_assignor
-        && !config.consumer_assignors.iter().any(|a| a == name.as_str())
-    {
-        return heartbeat_error(
-            ResponseError::UnsupportedAssignor,
-            &format!("Assignor {} is not supported.", name.as_str()),
-        );
-    }
+    let created = !state.groups.contains_key(group_id);
     let group = state
         .groups
         .entry(group_id.to_owned())
@@ -432,6 +610,49 @@ fn heartbeat(
             .with_member_epoch(epoch)
             .with_heartbeat_interval_ms(0);
     }
+    if epoch != 0 {
+        let Some(member) = cg.members.get(&member_id) else {
+            return heartbeat_error(ResponseError::UnknownMemberId, "Unknown member id.");
+        };
+        // A retry with the previous epoch is fine when the answer that
+        // bumped it may have been lost (Kafka's
+        // `throwIfConsumerGroupMemberEpochIsInvalid`).
+        let retry_ok = epoch == member.previous_epoch
+            && owned.as_ref().is_some_and(|o| {
+                o.iter()
+                    .all(|(t, ps)| member.assigned.get(t).is_some_and(|a| ps.is_subset(a)))
+            });
+        if epoch != member.member_epoch && !retry_ok {
+            return heartbeat_error(
+                ResponseError::FencedMemberEpoch,
+                "The member epoch is fenced.",
+            );
+        }
+    }
+    // A regular expression new to the group must compile before anything
+    // changes (Kafka's `throwIfRegularExpressionIsInvalid`).
+    let new_regex = match req
+        .subscribed_topic_regex
+        .as_ref()
+        .map(|r| r.as_str())
+        .filter(|r| !r.is_empty() && !cg.regexes.contains_key(*r))
+    {
+        Some(pattern) => match ResolvedRegex::compile(pattern) {
+            Ok(compiled) => Some((pattern.to_owned(), compiled)),
+            Err(description) => {
+                if created {
+                    state.groups.remove(group_id);
+                }
+                return heartbeat_error(
+                    ResponseError::InvalidRegularExpression,
+                    &format!(
+                        "SubscribedTopicRegex `{pattern}` is not a valid regular expression: {description}."
+                    ),
+                );
+            }
+        },
+        None => None,
+    };
     let mut bump = false;
     if epoch == 0 {
         if member_id.is_empty() {
@@ -450,6 +671,10 @@ fn heartbeat(
             .as_ref()
             .map(|v| v.iter().map(|t| t.0.as_str().to_owned()).collect())
             .unwrap_or_default();
+        let subscribed_regex = req
+            .subscribed_topic_regex
+            .as_ref()
+            .map(|r| r.as_str().to_owned());
         let mut member = ConsumerMember {
             id: member_id.clone(),
             instance_id: instance.clone(),
@@ -458,21 +683,26 @@ fn heartbeat(
             client_host: ctx.client_host.clone(),
             rebalance_timeout_ms: req.rebalance_timeout_ms,
             subscribed: subscribed.clone(),
+            subscribed_regex,
             member_epoch: 0,
             previous_epoch: 0,
             assigned: Assignment::new(),
             revoking: Assignment::new(),
+            assignment_epochs: BTreeMap::new(),
             last_sent: None,
             session_deadline_ms: now + config.consumer_session_timeout_ms,
             session_timeout_ms: config.consumer_session_timeout_ms,
             revoke_deadline_ms: None,
         };
         match replaced.and_then(|old| cg.members.remove(&old).map(|m| (old, m))) {
-            Some((old_id, old)) if old.subscribed == subscribed => {
+            Some((old_id, old))
+                if old.subscribed == subscribed && old.regex() == member.regex() =>
+            {
                 if let Some(t) = cg.target.remove(&old_id) {
                     cg.target.insert(member_id.clone(), t);
                 }
                 member.assigned = old.assigned;
+                member.assignment_epochs = old.assignment_epochs;
                 member.member_epoch = old.member_epoch;
                 member.previous_epoch = old.previous_epoch;
             }
@@ -485,17 +715,6 @@ fn heartbeat(
         let Some(member) = cg.members.get_mut(&member_id) else {
             return heartbeat_error(ResponseError::UnknownMemberId, "Unknown member id.");
         };
-        let retry_ok = epoch == member.previous_epoch
-            && owned.as_ref().is_some_and(|o| {
-                o.iter()
-                    .all(|(t, ps)| member.assigned.get(t).is_some_and(|a| ps.is_subset(a)))
-            });
-        if epoch != member.member_epoch && !retry_ok {
-            return heartbeat_error(
-                ResponseError::FencedMemberEpoch,
-                "The member epoch is fenced.",
-            );
-        }
         member.session_deadline_ms = now + member.session_timeout_ms;
         if let Some(names) = &req.subscribed_topic_names {
             let subscribed: Vec<String> = names.iter().map(|t| t.0.as_str().to_owned()).collect();
@@ -504,10 +723,22 @@ fn heartbeat(
                 bump = true;
             }
         }
-        if let Some(r) = &req.rebalance_timeout_ms.checked_abs().filter(|r| *r > 0) {
-            member.rebalance_timeout_ms = *r;
+        if let Some(regex) = &req.subscribed_topic_regex
+            && member.subscribed_regex.as_deref() != Some(regex.as_str())
+        {
+            let before = member.regex().map(str::to_owned);
+            member.subscribed_regex = Some(regex.as_str().to_owned());
+            bump |= member.regex() != before.as_deref();
+        }
+        // -1 means unchanged (Kafka's `ofSentinel`).
+        if req.rebalance_timeout_ms != -1 {
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms;
         }
     }
+    if let Some((pattern, compiled)) = new_regex {
+        cg.regexes.insert(pattern, compiled);
+    }
+    refresh_regexes(cg, topics, now);
     if let Some(name) = &req.server_assignor {
         cg.assignors
             .insert(member_id.clone(), name.as_str().to_owned());
@@ -517,7 +748,8 @@ fn heartbeat(
         let name = cg.assignor_name();
         compute_target(cg, &name, topics);
     } else if topics.is_some() {
-        // Topics may have been created or grown since the last computation.
+        // Topics may have been created, grown or deleted, or a regular
+        // expression resolved anew, since the last computation.
         let name = cg.assignor_name();
         let before = cg.target.clone();
         compute_target(cg, &name, topics);
@@ -530,6 +762,7 @@ fn heartbeat(
     let Some(member) = cg.members.get_mut(&member_id) else {
         return heartbeat_error(ResponseError::CoordinatorNotAvailable, "member vanished");
     };
+    prune_assignment_epochs(member);
     let send = epoch == 0
         || member.last_sent.as_ref() != Some(&member.assigned)
         || owned.as_ref().is_some_and(|o| *o != member.assigned);
@@ -647,6 +880,9 @@ impl GroupCoordinator {
                                         .with_client_host(sb(&m.client_host))
                                         .with_subscribed_topic_names(
                                             m.subscribed.iter().map(|t| TopicName(sb(t))).collect(),
+                                        )
+                                        .with_subscribed_topic_regex(
+                                            m.subscribed_regex.as_deref().map(sb),
                                         )
                                         .with_assignment(describe_assignment(&m.assigned))
                                         .with_target_assignment(describe_assignment(

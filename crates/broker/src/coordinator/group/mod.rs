@@ -25,9 +25,9 @@
 //! protocol (ConsumerGroupHeartbeat / ConsumerGroupDescribe with the
 //! `uniform` and `range` server assignors, [`consumer`]), and transactional
 //! offset commits (TxnOffsetCommit, routed here by the transaction
-//! coordinator, made visible by its markers). Not implemented: regex
-//! subscriptions, and persisting KIP-848 membership (members rejoin after a
-//! restart; offsets persist).
+//! coordinator, made visible by its markers), with regular-expression
+//! subscriptions resolved by the coordinator. Not implemented: persisting
+//! KIP-848 membership (members rejoin after a restart; offsets persist).
 
 mod admin;
 pub mod assignor;

@@ -19,6 +19,8 @@
 //! retention period after their commit; an explicit expire timestamp from an
 //! old-version commit wins. A group left empty without offsets is deleted.
 
+use std::sync::Arc;
+
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::messages::offset_commit_request::OffsetCommitRequest;
@@ -41,6 +43,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::protocol::StrBytes;
 use krabka_ids::{ProducerEpoch, ProducerId};
 
+use super::consumer::TopicLookup;
 use super::coordinator::{CoordinatorState, GroupCoordinator, OffsetToApply, RequestContext};
 use super::log::GroupLogRecord;
 use super::records::{GroupMetadataKey, OffsetCommitKey};
@@ -56,7 +59,9 @@ fn sb(s: &str) -> StrBytes {
 /// around it); creates a simple group for a generation -1 commit. A
 /// transactional commit (TxnOffsetCommit) that names no member, generation
 /// or instance is not validated against the membership (those fields only
-/// exist from v3), and is not refused during a rebalance.
+/// exist from v3), and is not refused during a rebalance. A consumer-protocol
+/// group checks the member epoch against the committed `partitions`
+/// ([`super::consumer::validate_consumer_commit`]).
 #[allow(clippy::too_many_arguments)]
 fn validate_commit(
     state: &mut CoordinatorState,
@@ -67,6 +72,8 @@ fn validate_commit(
     instance: Option<&str>,
     version: i16,
     transactional: bool,
+    partitions: &[(&str, i32)],
+    topics: Option<&Arc<dyn TopicLookup>>,
 ) -> i16 {
     if group_id.is_empty() {
         return ResponseError::InvalidGroupId.code();
@@ -87,7 +94,15 @@ fn validate_commit(
         return NONE;
     }
     if group.is_consumer_group() {
-        return super::consumer::validate_consumer_commit(group, member_id, generation, now);
+        return super::consumer::validate_consumer_commit(
+            group,
+            member_id,
+            generation,
+            partitions,
+            topics,
+            version,
+            transactional,
+        );
     }
     if generation < 0 && group.state == GroupState::Empty {
         return NONE;
@@ -131,6 +146,16 @@ impl GroupCoordinator {
         let version = ctx.api_version;
         let group_id = req.group_id.0.as_str().to_owned();
         let max_metadata = self.config.offset_metadata_max_bytes;
+        let lookup = self.topic_lookup();
+        let committed: Vec<(&str, i32)> = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.name.0.as_str(), p.partition_index))
+            })
+            .collect();
         let (mut topics, write_error) = self
             .mutate(&group_id, |state, now, effects| {
                 let group_error = validate_commit(
@@ -142,6 +167,8 @@ impl GroupCoordinator {
                     req.group_instance_id.as_ref().map(|s| s.as_str()),
                     version,
                     false,
+                    &committed,
+                    lookup.as_ref(),
                 );
                 let expire_timestamp = if version <= 4 && req.retention_time_ms >= 0 {
                     now.saturating_add(req.retention_time_ms)
@@ -230,6 +257,16 @@ impl GroupCoordinator {
         );
         let max_metadata = self.config.offset_metadata_max_bytes;
         let version = ctx.api_version;
+        let lookup = self.topic_lookup();
+        let committed: Vec<(&str, i32)> = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.name.0.as_str(), p.partition_index))
+            })
+            .collect();
         let (mut topics, write_error) = self
             .mutate(&group_id, |state, now, effects| {
                 effects.producer = Some(producer);
@@ -244,6 +281,8 @@ impl GroupCoordinator {
                     // here, as OffsetCommit did before v9.
                     8,
                     true,
+                    &committed,
+                    lookup.as_ref(),
                 );
                 req.topics
                     .iter()

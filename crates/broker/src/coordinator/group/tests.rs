@@ -1537,6 +1537,9 @@ mod consumer_protocol {
         fn name_of(&self, id: Uuid) -> Option<String> {
             (id == TOPIC).then(|| "t".to_owned())
         }
+        fn names(&self) -> Vec<String> {
+            vec!["t".to_owned()]
+        }
     }
 
     async fn consumer_harness() -> Harness {
@@ -1558,9 +1561,11 @@ mod consumer_protocol {
                 ]
             }));
         if epoch == 0 {
+            // A (re)join owns nothing.
             req = req
                 .with_rebalance_timeout_ms(30_000)
-                .with_subscribed_topic_names(Some(vec![TopicName(sb("t"))]));
+                .with_subscribed_topic_names(Some(vec![TopicName(sb("t"))]))
+                .with_topic_partitions(Some(vec![]));
         }
         req
     }
@@ -1691,6 +1696,370 @@ mod consumer_protocol {
                 .unwrap()
                 .members
                 .is_empty()
+        );
+    }
+
+    /// franz-go's `TestGroupETL` churn, step by step: a member told to
+    /// revoke keeps heartbeating without a rebalance timeout (-1 means
+    /// "unchanged"), commits what it gives up with its current epoch while
+    /// still revoking, and an in-flight commit with that epoch still lands
+    /// after the revocation moved it on (KIP-1251); nothing it did not hold
+    /// at that epoch can be committed.
+    #[tokio::test(start_paused = true)]
+    async fn a_revoking_member_commits_under_churn() {
+        let h = consumer_harness().await;
+        let c = &h.coord;
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 0, Some(&[])))
+            .await;
+        assert_eq!((a.error_code, a.member_epoch), (0, 1));
+        // Keepalives carry RebalanceTimeoutMs -1: the 30 s from the join stay.
+        for _ in 0..3 {
+            let keep = c.consumer_group_heartbeat(&ctx(1), hb("a", 1, None)).await;
+            assert_eq!(keep.error_code, 0);
+            h.advance(1_000).await;
+        }
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 0, Some(&[])))
+            .await;
+        assert_eq!(b.member_epoch, 2);
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&[0, 1, 2, 3])))
+            .await;
+        assert_eq!(a.member_epoch, 1, "a keeps its epoch while it revokes");
+        let kept = partitions(&a).unwrap();
+        let revoked: Vec<i32> = (0..4).filter(|p| !kept.contains(p)).collect();
+        let kept: Vec<i32> = kept.into_iter().collect();
+        // The revocation callback runs for a while, heartbeats going on.
+        for _ in 0..5 {
+            h.advance(1_000).await;
+            let keep = c.consumer_group_heartbeat(&ctx(1), hb("a", 1, None)).await;
+            assert_eq!((keep.error_code, keep.member_epoch), (0, 1));
+        }
+        let offsets: Vec<(&str, i32, i64)> = revoked.iter().map(|p| ("t", *p, 100)).collect();
+        let commit = c
+            .offset_commit(&ctx(9), commit_req("cg", 1, "a", &offsets))
+            .await;
+        assert_eq!(
+            commit_errors(&commit),
+            vec![0; revoked.len()],
+            "commit while revoking"
+        );
+        // The acknowledgement moves a to epoch 2.
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&kept)))
+            .await;
+        assert_eq!(a.member_epoch, 2);
+        // An autocommit sent with epoch 1 before a learnt of epoch 2: its
+        // partitions were a's since epoch 1, so it is accepted.
+        let late: Vec<(&str, i32, i64)> = kept.iter().map(|p| ("t", *p, 50)).collect();
+        let commit = c
+            .offset_commit(&ctx(9), commit_req("cg", 1, "a", &late))
+            .await;
+        assert_eq!(
+            commit_errors(&commit),
+            vec![0; kept.len()],
+            "lagging epoch, owned partitions"
+        );
+        // But a partition a no longer holds cannot be committed with it.
+        let zombie = c
+            .offset_commit(&ctx(9), commit_req("cg", 1, "a", &[("t", revoked[0], 7)]))
+            .await;
+        assert_eq!(
+            commit_errors(&zombie),
+            vec![code(ResponseError::StaleMemberEpoch)]
+        );
+        let ahead = c
+            .offset_commit(&ctx(9), commit_req("cg", 3, "a", &[("t", kept[0], 7)]))
+            .await;
+        assert_eq!(
+            commit_errors(&ahead),
+            vec![code(ResponseError::StaleMemberEpoch)]
+        );
+        // b takes over the revoked partitions from a's commit.
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&[])))
+            .await;
+        assert_eq!(
+            partitions(&b).unwrap().into_iter().collect::<Vec<_>>(),
+            revoked
+        );
+        assert_eq!(
+            fetch(c, "cg", "t", &revoked).await,
+            vec![100; revoked.len()]
+        );
+    }
+
+    /// The rebalance timeout from the join still fences a member that never
+    /// acknowledges a revocation, keepalives (timeout -1) or not.
+    #[tokio::test(start_paused = true)]
+    async fn an_unacknowledged_revocation_fences_after_the_rebalance_timeout() {
+        let h = consumer_harness().await;
+        let c = &h.coord;
+        let a = c.consumer_group_heartbeat(&ctx(1), hb("a", 0, None)).await;
+        assert_eq!(a.member_epoch, 1);
+        c.consumer_group_heartbeat(&ctx(1), hb("b", 0, None)).await;
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&[0, 1, 2, 3])))
+            .await;
+        assert_eq!(
+            partitions(&a).map(|p| p.len()),
+            Some(2),
+            "told to revoke two"
+        );
+        for _ in 0..29 {
+            h.advance(1_000).await;
+            let keep = c.consumer_group_heartbeat(&ctx(1), hb("a", 1, None)).await;
+            assert_eq!(keep.error_code, 0);
+        }
+        h.advance(1_000).await;
+        let members = || {
+            c.lock().groups["cg"]
+                .consumer
+                .as_ref()
+                .unwrap()
+                .members
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            members(),
+            vec!["b".to_owned()],
+            "a fenced 30 s after the revocation"
+        );
+    }
+
+    /// Topics that tests create and delete while a group runs.
+    #[derive(Default)]
+    struct LiveTopics(std::sync::Mutex<std::collections::BTreeMap<String, (Uuid, i32)>>);
+    impl LiveTopics {
+        fn create(&self, name: &str, id: u128, partitions: i32) {
+            self.0
+                .lock()
+                .unwrap()
+                .insert(name.to_owned(), (Uuid::from_u128(id), partitions));
+        }
+        fn delete(&self, name: &str) {
+            self.0.lock().unwrap().remove(name);
+        }
+    }
+    impl TopicLookup for Arc<LiveTopics> {
+        fn by_name(&self, name: &str) -> Option<(Uuid, i32)> {
+            self.0.lock().unwrap().get(name).copied()
+        }
+        fn name_of(&self, id: Uuid) -> Option<String> {
+            let topics = self.0.lock().unwrap();
+            topics
+                .iter()
+                .find(|(_, (i, _))| *i == id)
+                .map(|(n, _)| n.clone())
+        }
+        fn names(&self) -> Vec<String> {
+            self.0.lock().unwrap().keys().cloned().collect()
+        }
+    }
+
+    fn join(member: &str) -> ConsumerGroupHeartbeatRequest {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("rg")))
+            .with_member_id(sb(member))
+            .with_rebalance_timeout_ms(30_000)
+            .with_topic_partitions(Some(vec![]))
+    }
+
+    fn keepalive(member: &str, epoch: i32) -> ConsumerGroupHeartbeatRequest {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("rg")))
+            .with_member_id(sb(member))
+            .with_member_epoch(epoch)
+    }
+
+    /// (topic id, partitions) of an answer's assignment, by topic id.
+    fn assigned(resp: &ConsumerGroupHeartbeatResponse) -> Vec<(u128, Vec<i32>)> {
+        let mut out: Vec<(u128, Vec<i32>)> = resp
+            .assignment
+            .as_ref()
+            .expect("an assignment")
+            .topic_partitions
+            .iter()
+            .map(|t| (t.topic_id.as_u128(), t.partitions.clone()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// KIP-848 regex subscriptions as Kafka's `GroupMetadataManager` runs
+    /// them: RE2 over whole topic names (internal ones included), names and
+    /// regex unioned, new topics picked up by the next resolution (at most
+    /// every 10 s), deleted ones dropped at once, a bad pattern refused
+    /// before anything changes, and ConsumerGroupDescribe showing both.
+    #[tokio::test(start_paused = true)]
+    async fn regex_subscriptions_are_resolved_by_the_coordinator() {
+        let h = harness().await;
+        let live = Arc::new(LiveTopics::default());
+        live.create("orders", 1, 2);
+        live.create("orders-v2", 2, 1);
+        live.create("xorders", 3, 1);
+        live.create("payments", 4, 1);
+        live.create("__consumer_offsets", 5, 1);
+        h.coord.set_topic_lookup(Arc::new(live.clone()));
+        let c = &h.coord;
+        let describe = || async {
+            c.consumer_group_describe(
+                &ctx(1),
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(sb("rg"))]),
+            )
+            .await
+            .groups
+            .remove(0)
+        };
+
+        // A pattern RE2 cannot compile: nothing is created.
+        let bad = c
+            .consumer_group_heartbeat(
+                &ctx(1),
+                join("r").with_subscribed_topic_regex(Some(sb("orders(["))),
+            )
+            .await;
+        assert_eq!(
+            bad.error_code,
+            code(ResponseError::InvalidRegularExpression)
+        );
+        let message = bad.error_message.as_ref().unwrap().as_str().to_owned();
+        assert!(
+            message
+                .starts_with("SubscribedTopicRegex `orders([` is not a valid regular expression: "),
+            "{message}"
+        );
+        assert_eq!(
+            describe().await.error_code,
+            code(ResponseError::GroupIdNotFound)
+        );
+        // Neither names nor regex, or owned partitions, on a join.
+        let neither = c.consumer_group_heartbeat(&ctx(1), join("r")).await;
+        assert_eq!(neither.error_code, code(ResponseError::InvalidRequest));
+        let owning = c
+            .consumer_group_heartbeat(
+                &ctx(1),
+                join("r")
+                    .with_subscribed_topic_regex(Some(sb("orders.*")))
+                    .with_topic_partitions(Some(vec![
+                        TopicPartitions::default().with_topic_id(TOPIC),
+                    ])),
+            )
+            .await;
+        assert_eq!(owning.error_code, code(ResponseError::InvalidRequest));
+
+        // The regex matches whole names: orders and orders-v2, not xorders.
+        let r = c
+            .consumer_group_heartbeat(
+                &ctx(1),
+                join("r").with_subscribed_topic_regex(Some(sb("orders.*"))),
+            )
+            .await;
+        assert_eq!((r.error_code, r.member_epoch), (0, 1));
+        assert_eq!(assigned(&r), vec![(1, vec![0, 1]), (2, vec![0])]);
+        // An empty name list joins with no topics; internal topics match too.
+        let n = c
+            .consumer_group_heartbeat(
+                &ctx(1),
+                join("n")
+                    .with_subscribed_topic_names(Some(vec![TopicName(sb("payments"))]))
+                    .with_subscribed_topic_regex(Some(sb("__consumer.*"))),
+            )
+            .await;
+        assert_eq!(n.error_code, 0);
+        assert_eq!(
+            assigned(&n),
+            vec![(4, vec![0]), (5, vec![0])],
+            "names and regex unioned"
+        );
+        let e = c
+            .consumer_group_heartbeat(&ctx(1), join("e").with_subscribed_topic_names(Some(vec![])))
+            .await;
+        assert_eq!((e.error_code, assigned(&e)), (0, vec![]));
+        let g = describe().await;
+        let member = |id: &str| {
+            g.members
+                .iter()
+                .find(|m| m.member_id.as_str() == id)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(
+            member("r")
+                .subscribed_topic_regex
+                .as_ref()
+                .map(|s| s.as_str()),
+            Some("orders.*")
+        );
+        assert!(member("r").subscribed_topic_names.is_empty());
+        assert_eq!(
+            member("n").subscribed_topic_names,
+            vec![TopicName(sb("payments"))]
+        );
+        assert_eq!(member("e").subscribed_topic_regex, None);
+        assert_eq!(member("r").target_assignment.topic_partitions.len(), 2);
+
+        // A new matching topic is picked up by the next resolution.
+        live.create("orders-eu", 6, 1);
+        h.advance(5_000).await;
+        let r = c.consumer_group_heartbeat(&ctx(1), keepalive("r", 1)).await;
+        assert_eq!(
+            (r.error_code, r.assignment.is_none()),
+            (0, true),
+            "not resolved again yet"
+        );
+        let epoch = r.member_epoch;
+        h.advance(5_000).await;
+        let r = c
+            .consumer_group_heartbeat(&ctx(1), keepalive("r", epoch))
+            .await;
+        assert_eq!(
+            assigned(&r),
+            vec![(1, vec![0, 1]), (2, vec![0]), (6, vec![0])]
+        );
+        assert!(r.member_epoch > epoch, "a rebalance");
+        let epoch = r.member_epoch;
+        // A deleted topic leaves the assignment at once.
+        live.delete("orders-v2");
+        let r = c
+            .consumer_group_heartbeat(&ctx(1), keepalive("r", epoch))
+            .await;
+        assert_eq!(r.error_code, 0);
+        assert_eq!(assigned(&r), vec![(1, vec![0, 1]), (6, vec![0])]);
+        // Clearing the regex with an empty one leaves the names alone.
+        let n = c
+            .consumer_group_heartbeat(
+                &ctx(1),
+                keepalive("n", n.member_epoch).with_subscribed_topic_regex(Some(sb(""))),
+            )
+            .await;
+        assert_eq!(n.error_code, 0);
+        let g = describe().await;
+        let n = g
+            .members
+            .iter()
+            .find(|m| m.member_id.as_str() == "n")
+            .unwrap();
+        assert_eq!(
+            n.subscribed_topic_regex.as_ref().map(|s| s.as_str()),
+            Some("")
+        );
+        assert_eq!(
+            n.target_assignment
+                .topic_partitions
+                .iter()
+                .map(|t| t.topic_name.0.as_str())
+                .collect::<Vec<_>>(),
+            vec!["payments"]
+        );
+        // Regexes nobody uses any more are forgotten.
+        let cg = c.lock().groups["rg"].consumer.clone().unwrap();
+        assert_eq!(
+            cg.regexes.keys().cloned().collect::<Vec<_>>(),
+            vec!["orders.*".to_owned()]
         );
     }
 
