@@ -53,6 +53,13 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
 ];
 
+/// The lowest Produce version advertised in `ApiVersions`, below the lowest
+/// one served (3): librdkafka before 2.11.1 enables gzip, snappy and lz4
+/// only if the advertised Produce range contains version 0, so Apache Kafka
+/// 4.0 advertises 0 while still closing the connection on a v0-v2 request
+/// (KAFKA-18659), and so does Krabka.
+pub const PRODUCE_ADVERTISED_MIN: i16 = 0;
+
 /// The supported version range of `api`, if it is implemented.
 #[must_use]
 pub fn supported_range(api: ApiKey) -> Option<(i16, i16)> {
@@ -78,7 +85,11 @@ pub fn response(error_code: i16) -> ApiVersionsResponse {
         .map(|&(key, min, max)| {
             let mut v = ApiVersion::default();
             v.api_key = key as i16;
-            v.min_version = min;
+            v.min_version = if key == ApiKey::Produce {
+                PRODUCE_ADVERTISED_MIN
+            } else {
+                min
+            };
             v.max_version = max;
             v
         })
@@ -107,5 +118,19 @@ mod tests {
         check!(is_supported(ApiKey::Fetch, 12));
         check!(!is_supported(ApiKey::Fetch, 3));
         check!(!is_supported(ApiKey::DescribeAcls, 0));
+    }
+
+    #[test]
+    fn produce_is_advertised_from_v0_but_served_from_v3() {
+        let r = response(0);
+        let produce = r
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == ApiKey::Produce as i16)
+            .unwrap();
+        check!(produce.min_version == 0);
+        check!(!is_supported(ApiKey::Produce, 0));
+        check!(!is_supported(ApiKey::Produce, 2));
+        check!(is_supported(ApiKey::Produce, 3));
     }
 }

@@ -78,8 +78,10 @@ pub enum DecodeError {
     /// API key not known to Kafka at all.
     #[error("unknown API key {0}")]
     UnknownApi(i16),
-    /// A Kafka API this broker does not implement, or a version outside the range.
-    #[error("unsupported {api:?} version {version}")]
+    /// A Kafka API this broker does not implement, or a version outside the
+    /// range. Kafka 4 closes the connection without an answer, logging
+    /// this same text.
+    #[error("Received request for api with key {} ({api:?}) and unsupported version {version}", *api as i16)]
     UnsupportedVersion {
         /// The API.
         api: ApiKey,
