@@ -337,3 +337,37 @@ def test_group_configs_are_validated_persisted_and_applied(broker_factory, tmp_p
     assert alter_group_configs(b.bootstrap, "g1", {"consumer.session.timeout.ms": None,
                                                    "consumer.heartbeat.interval.ms": None})[0] == 0
     assert describe_group_configs(b.bootstrap, "g1")["consumer.session.timeout.ms"] == ("45000", 5)
+
+
+def describe_topic_partitions(bootstrap, topics, limit=2000, cursor=None):
+    from kafka.protocol.admin import DescribeTopicPartitionsRequest as D, DescribeTopicPartitionsResponse
+
+    request = D[0](topics=[D.TopicRequest(name=t) for t in topics], response_partition_limit=limit,
+                   cursor=D.Cursor(topic_name=cursor[0], partition_index=cursor[1]) if cursor else None)
+    return raw_call(bootstrap, request, DescribeTopicPartitionsResponse)
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(broker):
+    """DescribeTopicPartitions (KIP-966, what kafka-topics.sh --describe
+    sends since 3.7): topics in name order, partitions paged by the limit and
+    resumed from the cursor."""
+    create_topic(broker.bootstrap, "dtp-a", partitions=3)
+    create_topic(broker.bootstrap, "dtp-b", partitions=2)
+    r = describe_topic_partitions(broker.bootstrap, ["dtp-b", "dtp-a", "dtp-missing"])
+    assert [(t.name, t.error_code, len(t.partitions)) for t in r.topics] == [
+        ("dtp-a", 0, 3), ("dtp-b", 0, 2), ("dtp-missing", 3, 0)]
+    p = r.topics[0].partitions[2]
+    assert (p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes)) == (2, 1, [1], [1])
+    assert r.next_cursor is None
+    # Pages of two partitions: a-0,a-1 | a-2,b-0 | b-1.
+    pages, cursor = [], None
+    while True:
+        r = describe_topic_partitions(broker.bootstrap, ["dtp-a", "dtp-b"], limit=2, cursor=cursor)
+        pages.append([(t.name, p.partition_index) for t in r.topics for p in t.partitions])
+        if r.next_cursor is None:
+            break
+        cursor = (r.next_cursor.topic_name, r.next_cursor.partition_index)
+    assert pages == [[("dtp-a", 0), ("dtp-a", 1)], [("dtp-a", 2), ("dtp-b", 0)], [("dtp-b", 1)]]
+    # Every topic when none is named.
+    names = [t.name for t in describe_topic_partitions(broker.bootstrap, []).topics]
+    assert names == sorted(names) and {"dtp-a", "dtp-b"} <= set(names)

@@ -13,10 +13,10 @@ use {
         messages::{
             AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest,
             CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-            DescribeConfigsRequest, DescribeLogDirsRequest, FetchRequest,
-            IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest,
-            MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
-            ResponseHeader,
+            DescribeConfigsRequest, DescribeLogDirsRequest, DescribeTopicPartitionsRequest,
+            FetchRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+            ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+            RequestHeader, ResponseHeader,
         },
         protocol::{Decodable, Encodable, HeaderVersion},
     },
@@ -42,6 +42,7 @@ pub enum Request {
     CreatePartitions(CreatePartitionsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     DescribeCluster(DescribeClusterRequest),
+    DescribeTopicPartitions(DescribeTopicPartitionsRequest),
     /// One of the group coordinator's APIs.
     Group(crate::coordinator::group::wire::GroupRequest),
     /// One of the transaction coordinator's APIs.
@@ -198,6 +199,9 @@ fn decode_body(api: ApiKey, buf: &mut Bytes, version: i16) -> anyhow_like::Resul
         }
         ApiKey::DescribeCluster => {
             Request::DescribeCluster(DescribeClusterRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeTopicPartitions => {
+            Request::DescribeTopicPartitions(DescribeTopicPartitionsRequest::decode(buf, version)?)
         }
         api if crate::coordinator::group::wire::handles(api) => Request::Group(
             crate::coordinator::group::wire::decode(api, buf, version)
