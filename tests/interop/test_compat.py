@@ -371,3 +371,21 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker):
     # Every topic when none is named.
     names = [t.name for t in describe_topic_partitions(broker.bootstrap, []).topics]
     assert names == sorted(names) and {"dtp-a", "dtp-b"} <= set(names)
+
+
+def test_produce_is_advertised_from_v0_but_old_versions_close_the_connection(broker):
+    """KAFKA-18659: Produce is advertised from v0 (librdkafka < 2.11.1 only
+    compresses then) while v0-v2 requests are refused as Kafka 4 refuses any
+    removed version: the connection is closed without an answer."""
+    from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+    answer = raw_call(broker.bootstrap, ApiVersionsRequest[3](client_software_name="t",
+                                                               client_software_version="1"),
+                      ApiVersionsResponse)
+    produce = [k for k in answer.api_keys if k.api_key == 0][0]
+    assert (produce.min_version, produce.max_version) == (0, 13)
+    create_topic(broker.bootstrap, "old-produce")
+    with pytest.raises(ConnectionError):
+        produce_v(broker, 2, "old-produce", make_batch([b"x"]))
+    assert produce_v(broker, 3, "old-produce", make_batch([b"x"])).error_code == 0
+    assert "Received request for api with key 0 (Produce) and unsupported version 2" in broker.log()
