@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 /// `(api, min version, max version)` for every implemented API.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
-    (ApiKey::Fetch, 4, 17),
+    (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
@@ -28,8 +28,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
     // The group coordinator (crate::coordinator::group::SUPPORTED_APIS).
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
@@ -53,6 +54,13 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeProducers, 0, 0),
 ];
+
+/// The lowest Produce version advertised in `ApiVersions`, below the lowest
+/// one served (3): librdkafka before 2.11.1 enables gzip, snappy and lz4
+/// only if the advertised Produce range contains version 0, so Apache Kafka
+/// 4.0 advertises 0 while still closing the connection on a v0-v2 request
+/// (KAFKA-18659), and so does Krabka.
+pub const PRODUCE_ADVERTISED_MIN: i16 = 0;
 
 /// The supported version range of `api`, if it is implemented.
 #[must_use]
@@ -79,7 +87,11 @@ pub fn response(error_code: i16) -> ApiVersionsResponse {
         .map(|&(key, min, max)| {
             let mut v = ApiVersion::default();
             v.api_key = key as i16;
-            v.min_version = min;
+            v.min_version = if key == ApiKey::Produce {
+                PRODUCE_ADVERTISED_MIN
+            } else {
+                min
+            };
             v.max_version = max;
             v
         })
@@ -108,5 +120,19 @@ mod tests {
         check!(is_supported(ApiKey::Fetch, 12));
         check!(!is_supported(ApiKey::Fetch, 3));
         check!(!is_supported(ApiKey::DescribeAcls, 0));
+    }
+
+    #[test]
+    fn produce_is_advertised_from_v0_but_served_from_v3() {
+        let r = response(0);
+        let produce = r
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == ApiKey::Produce as i16)
+            .unwrap();
+        check!(produce.min_version == 0);
+        check!(!is_supported(ApiKey::Produce, 0));
+        check!(!is_supported(ApiKey::Produce, 2));
+        check!(is_supported(ApiKey::Produce, 3));
     }
 }

@@ -276,6 +276,38 @@ pub fn set_log_append_time(batch: &mut [u8], ts: i64) {
     recompute_crc(batch);
 }
 
+/// The batch at the start of `batch` with its record area replaced by
+/// `payload` compressed with `codec`: same header fields, new codec bits,
+/// length and CRC (what recompressing to a topic's `compression.type` does).
+///
+/// # Errors
+///
+/// [`LogError::CorruptRecord`] if `batch` has no whole header,
+/// [`LogError::RecordTooLarge`] if the result cannot be framed.
+pub(crate) fn rebuild_with_payload(
+    batch: &[u8],
+    codec: Compression,
+    payload: &[u8],
+) -> Result<Vec<u8>, LogError> {
+    let header = batch
+        .get(..HEADER_SIZE)
+        .ok_or_else(|| LogError::corrupt("batch shorter than its header"))?;
+    let size = HEADER_SIZE + payload.len();
+    let length = i32::try_from(size - LOG_OVERHEAD).map_err(|_| LogError::RecordTooLarge {
+        size: size as u64,
+        max: i32::MAX as u64,
+    })?;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(header);
+    out.extend_from_slice(payload);
+    out[LENGTH..LENGTH + 4].copy_from_slice(&length.to_be_bytes());
+    let attributes =
+        (i16::from_be_bytes([out[ATTRIBUTES], out[ATTRIBUTES + 1]]) & !0x7) | codec as i16;
+    out[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+    recompute_crc(&mut out);
+    Ok(out)
+}
+
 /// Recomputes the CRC-32C of the batch at the start of `batch`.
 pub fn recompute_crc(batch: &mut [u8]) {
     let Some(header) = BatchHeader::parse(batch) else {

@@ -21,6 +21,18 @@ pub enum LogError {
         /// What was wrong.
         reason: String,
     },
+    /// Some records of a batch were refused, each named by its index in the
+    /// batch (KIP-467): `INVALID_TIMESTAMP` when a timestamp was out of
+    /// range, else `INVALID_RECORD`. The whole append is refused.
+    #[error("{message}")]
+    RecordErrors {
+        /// A timestamp was out of range (`INVALID_TIMESTAMP`).
+        invalid_timestamp: bool,
+        /// Kafka's summary of the refusal.
+        message: String,
+        /// Every refused record.
+        records: Vec<crate::validate::RecordError>,
+    },
     /// A batch is larger than `max.message.bytes` (`MESSAGE_TOO_LARGE`).
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     RecordTooLarge {
@@ -119,6 +131,15 @@ impl LogError {
         match self {
             Self::CorruptRecord { .. } => 2,
             Self::InvalidRecord { .. } => 87,
+            Self::RecordErrors {
+                invalid_timestamp, ..
+            } => {
+                if *invalid_timestamp {
+                    32
+                } else {
+                    87
+                }
+            }
             Self::RecordTooLarge { .. } => 10,
             Self::RecordListTooLarge { .. } => 18,
             Self::OffsetOutOfRange { .. } => 1,

@@ -308,6 +308,7 @@ impl Log {
         origin: AppendOrigin,
     ) -> Result<AppendInfo, LogError> {
         let config = self.config();
+        let records = self.validate_client_batches(records, &config)?;
         let mut headers: Vec<(usize, BatchHeader)> = Vec::with_capacity(1);
         let mut at = 0usize;
         while at < records.len() {
@@ -319,16 +320,6 @@ impl Log {
                     size: header.size(),
                     max: u64::from(config.max_message_bytes),
                 });
-            }
-            if config.cleanup_policy.compacts() {
-                // Kafka's LogValidator: a compacted topic needs a key on every record.
-                let size = header.size() as usize;
-                let records = batch::decode_records(rest.get(..size).unwrap_or_default())?;
-                if records.iter().any(|r| r.key.is_none()) {
-                    return Err(LogError::invalid(
-                        "compacted topic cannot accept message without key",
-                    ));
-                }
             }
             headers.push((at, header));
             at += header.size() as usize;
@@ -424,6 +415,44 @@ impl Log {
             duplicate: false,
             record_count,
         })
+    }
+
+    /// Runs [`crate::validate::validate_batch`] over every batch of an
+    /// append (before the append lock: opening a batch is CPU work), and
+    /// returns the bytes to store — the same bytes unless a batch was
+    /// recompressed.
+    fn validate_client_batches(
+        &self,
+        records: Bytes,
+        config: &LogConfig,
+    ) -> Result<Bytes, LogError> {
+        let name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let now = self.clock.now_ms();
+        let mut rewritten: Option<Vec<u8>> = None;
+        let mut at = 0usize;
+        while at < records.len() {
+            let rest = records.get(at..).unwrap_or_default();
+            let header = batch::check_batch(rest)?;
+            batch::check_client_batch(&header)?;
+            let size = header.size() as usize;
+            let this = rest.get(..size).unwrap_or_default();
+            match crate::validate::validate_batch(this, &header, config, &name, now)? {
+                Some(new) => rewritten
+                    .get_or_insert_with(|| records.get(..at).unwrap_or_default().to_vec())
+                    .extend_from_slice(&new),
+                None => {
+                    if let Some(out) = rewritten.as_mut() {
+                        out.extend_from_slice(this);
+                    }
+                }
+            }
+            at += size;
+        }
+        Ok(rewritten.map_or(records, Bytes::from))
     }
 
     /// Writes a COMMIT or ABORT marker for a producer's transaction; an
@@ -542,7 +571,7 @@ impl Log {
         // Positions are u32 in the index and Kafka caps segments at Int.MaxValue.
         let max_segment = config.segment_bytes.min(i32::MAX as u64);
         let roll = size > max_segment.saturating_sub(append_bytes)
-            || waited > i64::try_from(config.segment_ms).unwrap_or(i64::MAX)
+            || waited > i64::try_from(config.max_segment_ms()).unwrap_or(i64::MAX)
             || active.indexes_full()
             || !active.can_hold_offset(last_offset);
         if roll {
@@ -919,7 +948,8 @@ impl Log {
         })
     }
 
-    /// Rolls the active segment if `segment.ms` elapsed, and flushes if
+    /// Rolls the active segment if `segment.ms` (or a compacted log's
+    /// `max.compaction.lag.ms`) elapsed, and flushes if
     /// `flush.ms` elapsed (the broker calls this periodically).
     ///
     /// # Errors
@@ -937,7 +967,7 @@ impl Log {
                 .first_batch_timestamp
                 .filter(|t| *t >= 0)
                 .unwrap_or(stats.created_ms);
-            if now - since > i64::try_from(config.segment_ms).unwrap_or(i64::MAX) {
+            if now - since > i64::try_from(config.max_segment_ms()).unwrap_or(i64::MAX) {
                 self.roll(inner, &config, self.log_end_offset())?;
             }
         }

@@ -29,6 +29,8 @@ pub enum ConfigSource {
     StaticBroker,
     /// Kafka's built-in default (`DEFAULT_CONFIG`, 5).
     Default,
+    /// A per-group config (`GROUP_CONFIG`, 8).
+    Group,
 }
 
 impl ConfigSource {
@@ -41,6 +43,7 @@ impl ConfigSource {
             Self::DynamicDefaultBroker => 3,
             Self::StaticBroker => 4,
             Self::Default => 5,
+            Self::Group => 8,
         }
     }
 }

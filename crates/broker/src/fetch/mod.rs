@@ -7,6 +7,7 @@
 //! non-empty partition always returns at least one whole batch, so a batch
 //! larger than the limits cannot stall a consumer.
 
+pub mod convert;
 pub mod session;
 
 use {
@@ -57,6 +58,7 @@ fn resolve(broker: &Broker, topic: &TopicRef, index: i32) -> Result<Arc<Partitio
 
 async fn read_partition(
     broker: &Broker,
+    version: i16,
     key: &(TopicRef, i32),
     wanted: CachedPartition,
     budget: usize,
@@ -125,8 +127,24 @@ async fn read_partition(
     // A read served by the remote tier reports the remote transaction indexes.
     let aborted = remote_aborted.or(aborted);
     data.log_start_offset = log_start;
+    let compression_type = partition.log.config().compression_type;
+    let result = result.map(|mut info| {
+        let records = std::mem::take(&mut info.records);
+        convert::for_fetch_version(version, compression_type, records).map(|records| {
+            info.records = records;
+            info
+        })
+    });
     match result {
-        Ok(info) => {
+        Ok(Err(code)) => {
+            data.error_code = code;
+            PartitionResult {
+                key: key.clone(),
+                data,
+                bytes: 0,
+            }
+        }
+        Ok(Ok(info)) => {
             data.log_start_offset = info.log_start_offset.min(log_start);
             let bytes = info.records.len();
             data.records = Some(info.records);
@@ -242,6 +260,7 @@ pub async fn handle_fetch(
             let budget = max_bytes.saturating_sub(total);
             let r = read_partition(
                 broker,
+                version,
                 key,
                 *wanted,
                 budget,

@@ -27,6 +27,12 @@ const TOPIC_OPERATIONS: &[i32] = &[3, 4, 5, 6, 7, 8, 10, 11];
 /// Cluster operations (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE).
 const CLUSTER_OPERATIONS: &[i32] = &[5, 7, 8, 9, 10, 11, 12];
 
+/// The `topic_authorized_operations` bits of every topic (no authorizer).
+#[must_use]
+pub fn topic_operations() -> i32 {
+    bits(TOPIC_OPERATIONS)
+}
+
 fn bits(ops: &[i32]) -> i32 {
     ops.iter().fold(0, |acc, op| acc | (1 << op))
 }

@@ -9,6 +9,7 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer;
+pub mod topic_partitions;
 
 use {
     crate::{
@@ -49,6 +50,7 @@ pub fn must_run_in_order(request: &Request) -> bool {
             | Request::DescribeCluster(_)
             | Request::DescribeLogDirs(_)
             | Request::OffsetForLeaderEpoch(_)
+            | Request::DescribeTopicPartitions(_)
     )
 }
 
@@ -190,6 +192,12 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             version,
             correlation_id,
             &metadata::handle_describe_cluster(broker, &r),
+        ),
+        Request::DescribeTopicPartitions(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &topic_partitions::handle_describe_topic_partitions(broker, &r),
         ),
         Request::DescribeConfigs(r) => encode_response(
             api_key,

@@ -14,7 +14,9 @@ use {
         error::ResponseError,
         messages::{
             ProduceRequest, ProduceResponse, TopicName,
-            produce_response::{PartitionProduceResponse, TopicProduceResponse},
+            produce_response::{
+                BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+            },
         },
         protocol::StrBytes,
     },
@@ -135,6 +137,14 @@ pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest
                         ResponseError::CorruptMessage,
                         "produce request carries no record batch".into(),
                     )
+                } else if version < 7 && has_zstd_batch(&records) {
+                    // Kafka's ProduceRequest.validateRecords: zstd needs v7 (KIP-110).
+                    refuse(
+                        ResponseError::UnsupportedCompressionType,
+                        format!(
+                            "Produce requests with version {version} are not allowed to use ZStandard compression"
+                        ),
+                    )
                 } else if request.acks == -1 && partition.extras().min_insync_replicas > 1 {
                     refuse(
                         ResponseError::NotEnoughReplicas,
@@ -250,7 +260,20 @@ fn answer_append(
         }
         Ok(Err(e)) => {
             tracing::debug!(partition = ?partition, error = %e, "append refused");
-            partition_error(index, e.kafka_error_code(), Some(e.to_string()))
+            let mut r = partition_error(index, e.kafka_error_code(), Some(e.to_string()));
+            if let krabka_log::LogError::RecordErrors { records, .. } = e {
+                // KIP-467: the client fails exactly these records.
+                r.record_errors = records
+                    .into_iter()
+                    .map(|e| {
+                        let mut b = BatchIndexAndErrorMessage::default();
+                        b.batch_index = e.batch_index;
+                        b.batch_index_error_message = Some(StrBytes::from_string(e.message));
+                        b
+                    })
+                    .collect();
+            }
+            r
         }
         Err(e) => partition_error(
             index,
@@ -258,4 +281,11 @@ fn answer_append(
             Some(e.to_string()),
         ),
     }
+}
+
+/// Whether any batch of a partition's records is zstd-compressed (headers
+/// only; the log checks the framing properly).
+fn has_zstd_batch(records: &[u8]) -> bool {
+    krabka_log::batch::BatchScan::new(records, false)
+        .any(|(_, h)| h.compression() == Some(kafka_protocol::records::Compression::Zstd))
 }

@@ -57,6 +57,9 @@ struct RegistryFile {
     /// Dynamic broker configs by resource name ("" = cluster default, or a node id).
     #[serde(default)]
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Group configs (KIP-848) by group id.
+    #[serde(default)]
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 #[derive(Debug)]
@@ -107,6 +110,7 @@ impl TopicRegistry {
                 producer_id_limit: 0,
                 topics: BTreeMap::new(),
                 broker_configs: BTreeMap::new(),
+                group_configs: BTreeMap::new(),
             },
             Err(source) => {
                 return Err(BrokerError::Io {
@@ -314,6 +318,32 @@ impl TopicRegistry {
                 file.broker_configs.remove(resource);
             } else {
                 file.broker_configs.insert(resource.to_owned(), configs);
+            }
+            Ok(())
+        })
+    }
+
+    /// Every group's configs, by group id.
+    #[must_use]
+    pub fn all_group_configs(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.lock().file.group_configs.clone()
+    }
+
+    /// Replaces the configs of one group (none removes its entry).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryRefusal::Storage`].
+    pub fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), RegistryRefusal> {
+        self.update(|file| {
+            if configs.is_empty() {
+                file.group_configs.remove(group);
+            } else {
+                file.group_configs.insert(group.to_owned(), configs);
             }
             Ok(())
         })

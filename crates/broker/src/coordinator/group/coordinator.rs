@@ -130,6 +130,8 @@ pub struct GroupCoordinator {
     state: Mutex<CoordinatorState>,
     writers: Vec<tokio::sync::Mutex<()>>,
     topics: std::sync::OnceLock<Arc<dyn super::consumer::TopicLookup>>,
+    /// Per-group configs (KIP-848), as persisted by the broker's registry.
+    group_configs: std::sync::RwLock<HashMap<String, std::collections::BTreeMap<String, String>>>,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -178,7 +180,37 @@ impl GroupCoordinator {
             log,
             state: Mutex::new(state),
             topics: std::sync::OnceLock::new(),
+            group_configs: std::sync::RwLock::default(),
         }))
+    }
+
+    /// The configs set on `group` (empty when none).
+    #[must_use]
+    pub fn group_configs(&self, group: &str) -> std::collections::BTreeMap<String, String> {
+        self.group_configs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(group)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Replaces the configs of `group`; members joining or heartbeating
+    /// after this get the new session timeout and heartbeat interval.
+    pub fn set_group_configs(
+        &self,
+        group: &str,
+        configs: std::collections::BTreeMap<String, String>,
+    ) {
+        let mut all = self
+            .group_configs
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if configs.is_empty() {
+            all.remove(group);
+        } else {
+            all.insert(group.to_owned(), configs);
+        }
     }
 
     /// The `__consumer_offsets` partition that holds `group`.
