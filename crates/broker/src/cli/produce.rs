@@ -83,8 +83,9 @@ pub struct ProduceArgs {
     /// linger.ms: how long a batch waits for more records.
     #[arg(long, default_value_t = 5)]
     linger_ms: u64,
-    /// batch.size in bytes.
-    #[arg(long, default_value_t = 256 * 1024)]
+    /// batch.size in bytes (librdkafka's default; a batch must stay under
+    /// the broker's message.max.bytes).
+    #[arg(long, default_value_t = 1_000_000)]
     batch_size: usize,
 }
 
@@ -252,6 +253,8 @@ pub async fn run(args: ProduceArgs) -> Result<(), CliError> {
             CompressionArg::Zstd => Compression::Zstd,
         },
         idempotence: acks == Acks::All,
+        // One full batch per request, and five of them in flight.
+        max_request_size: args.batch_size.max(1024) + 64 * 1024,
         request_timeout: args.common.timeout(),
         ..ProducerConfig::default()
     };
