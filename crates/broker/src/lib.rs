@@ -5,7 +5,8 @@
 //! (one module per API family), [`fetch`] (long polls and KIP-227 sessions),
 //! [`partition`] (each partition owning its log), [`topics`] (the persisted
 //! topic registry and effective topic configs), [`api_versions`] (what is
-//! implemented), [`metrics`] and [`server`] (startup, housekeeping and
+//! implemented), [`metrics`] with [`health`] (the `/metrics`, `/healthz`
+//! and `/readyz` endpoint) and [`server`] (startup, housekeeping and
 //! shutdown). Unmodified Kafka clients speak to it through `kafka-protocol`.
 
 pub mod alloc_guard;
@@ -16,6 +17,7 @@ pub mod coordinator;
 pub mod error;
 pub mod fetch;
 pub mod handlers;
+pub mod health;
 pub mod metrics;
 pub mod network;
 pub mod partition;

@@ -1,6 +1,9 @@
 //! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`
 //! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]` and
-//! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`.
+//! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`,
+//! and the operator commands over the Kafka protocol (`topic`, `group`,
+//! `produce`, `consume`, `config`, `cluster`, `log-dirs`, `tier`, `txn`; see
+//! `docs/CLI.md` and the [`cli`] modules).
 //!
 //! Settings are Kafka's property names. They come from the properties file,
 //! then `KRABKA_*` environment variables (`KRABKA_LOG_DIRS` → `log.dirs`),
@@ -42,6 +45,24 @@ enum Command {
         #[command(subcommand)]
         command: RemoteMetadataCommand,
     },
+    /// Create, list, describe, alter and delete topics.
+    Topic(cli::topic::TopicArgs),
+    /// List, describe and delete consumer groups; reset and delete their offsets.
+    Group(cli::group::GroupArgs),
+    /// Write records read from stdin or a file, one per line.
+    Produce(cli::produce::ProduceArgs),
+    /// Print records of a topic.
+    Consume(cli::consume::ConsumeArgs),
+    /// Describe and alter topic and broker configs; print the settings reference.
+    Config(cli::configs::ConfigArgs),
+    /// Show the cluster: id, controller, brokers.
+    Cluster(cli::cluster::ClusterArgs),
+    /// Show each broker's log directories and the replicas in them.
+    LogDirs(cli::cluster::LogDirsArgs),
+    /// Show tiered storage state per partition.
+    Tier(cli::tier::TierArgs),
+    /// List and describe transactions and active producers.
+    Txn(cli::txn::TxnArgs),
 }
 
 #[derive(Subcommand)]
@@ -134,15 +155,36 @@ fn worm_heads(request: cli::worm_heads::HeadsRequest) -> ExitCode {
     }
 }
 
+/// The broker logs to stdout at `info` (`RUST_LOG` overrides), as text or,
+/// with `krabka.log.format=json`, one JSON object per line; the operator
+/// commands log warnings only, to stderr, so their stdout stays parseable.
+fn init_logging(serving: bool, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if serving { "info" } else { "warn" })
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match (serving, json) {
+        (true, true) => builder.json().flatten_event(true).init(),
+        (true, false) => builder.init(),
+        (false, _) => builder.with_writer(std::io::stderr).init(),
+    }
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        init_logging(false, false);
+    }
     match cli.command {
+        Command::Topic(args) => cli::run(cli::topic::run(args)),
+        Command::Group(args) => cli::run(cli::group::run(args)),
+        Command::Produce(args) => cli::run(cli::produce::run(args)),
+        Command::Consume(args) => cli::run(cli::consume::run(args)),
+        Command::Config(args) => cli::run(cli::configs::run(args)),
+        Command::Cluster(args) => cli::run(cli::cluster::run(args)),
+        Command::LogDirs(args) => cli::run(cli::cluster::log_dirs(args)),
+        Command::Tier(args) => cli::run(cli::tier::run(args)),
+        Command::Txn(args) => cli::run(cli::txn::run(args)),
         Command::RemoteMetadata {
             command:
                 RemoteMetadataCommand::Dump {
@@ -175,6 +217,13 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            init_logging(
+                true,
+                config
+                    .explicit
+                    .get("krabka.log.format")
+                    .is_some_and(|f| f.eq_ignore_ascii_case("json")),
+            );
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()

@@ -6,7 +6,9 @@
 //! no recovery.
 
 use {
-    crate::{broker::Broker, config::BrokerConfig, error::BrokerError, metrics, network},
+    crate::{
+        broker::Broker, config::BrokerConfig, error::BrokerError, health::Health, metrics, network,
+    },
     std::{sync::Arc, time::Duration},
     tokio::{net::TcpListener, sync::watch},
 };
@@ -24,10 +26,32 @@ pub async fn run_until(
 ) -> Result<(), BrokerError> {
     let address = config.listener.bind_address();
     let metrics_address = config.metrics_listener;
+    // The probes answer from the start, so a long log recovery reads as
+    // "not ready" rather than as a dead process.
+    let health = Arc::new(Health::new(crate::remote::settings::system_enabled(
+        &config,
+    )));
+    let recorder = metrics::install();
+    let _endpoint = match metrics_address {
+        Some(address) => {
+            match metrics::endpoint::start(address, recorder, Arc::clone(&health)).await {
+                Ok(endpoint) => {
+                    tracing::info!(address = %endpoint.local_addr, "serving /metrics, /healthz and /readyz");
+                    Some(endpoint)
+                }
+                Err(e) => {
+                    tracing::warn!(address = %address, error = %e, "metrics endpoint not started");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))??;
     let broker = Arc::new(broker);
+    health.set_broker(&broker);
     let listener = TcpListener::bind(&address)
         .await
         .map_err(|source| BrokerError::Bind {
@@ -39,6 +63,7 @@ pub async fn run_until(
         source,
     })?;
     broker.set_bound_port(local.port());
+    health.set_listener_bound();
     let groups = crate::coordinator::group::broker_log::start(&broker)
         .await
         .map_err(|e| BrokerError::Task(format!("group coordinator: {e}")))?;
@@ -47,16 +72,6 @@ pub async fn run_until(
         .await
         .map_err(|e| BrokerError::Task(format!("transaction coordinator: {e}")))?;
     let _ = broker.txns.set(txns);
-    if let Some(metrics_address) = metrics_address {
-        match metrics::install(metrics_address) {
-            Ok(()) => {
-                tracing::info!(address = %metrics_address, "serving Prometheus metrics on /metrics")
-            }
-            Err(e) => {
-                tracing::warn!(address = %metrics_address, error = %e, "metrics endpoint not started")
-            }
-        }
-    }
     let (host, port) = broker.advertised();
     tracing::info!(
         node_id = broker.config.node_id,
@@ -101,6 +116,7 @@ pub async fn run_until(
         }
     }
     tracing::info!("shutting down: answering in-flight requests");
+    health.set_stopping();
     remote_stop_tx.send_replace(true);
     if let Some(task) = remote_tasks {
         let _ = task.await;
@@ -156,7 +172,7 @@ async fn wait_for_signal() {
 }
 
 /// Periodic work: retention and segment roll (`log.retention.check.interval.ms`),
-/// and the partition-size gauges.
+/// and the partition and group gauges.
 async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let retention_every = Duration::from_millis(broker.config.retention_check_interval_ms.max(1));
     let mut retention = tokio::time::interval(retention_every);
@@ -179,7 +195,7 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
                     }
                 }).await;
             }
-            _ = gauges.tick() => metrics::publish_log_sizes(&broker),
+            _ = gauges.tick() => metrics::publish(&broker),
             _ = shutdown.changed() => return,
         }
     }

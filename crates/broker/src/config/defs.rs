@@ -721,7 +721,14 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         Some("127.0.0.1:9464"),
         ConfigKind::Text,
         false,
-        "host:port of the Prometheus /metrics endpoint; empty disables it.",
+        "host:port of the HTTP endpoint serving /metrics (Prometheus), /healthz and /readyz; empty disables it.",
+    ),
+    broker(
+        "krabka.log.format",
+        Some("text"),
+        ConfigKind::Choice(&["text", "json"]),
+        false,
+        "Format of the broker's log: text for people, json (one object per line) for log collectors.",
     ),
     // The group coordinator's settings (Kafka's `GroupCoordinatorConfig`).
     broker(

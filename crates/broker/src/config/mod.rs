@@ -8,6 +8,7 @@
 
 pub mod defs;
 mod listener;
+pub mod reference;
 
 use {
     crate::error::BrokerError,

@@ -275,6 +275,7 @@ pub async fn handle_fetch(
         if total >= min_bytes || any_error || Instant::now() >= deadline || *shutdown.borrow() {
             break results;
         }
+        let _parked = crate::metrics::parked_fetch();
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => {}
             changed = appended.changed() => { if changed.is_err() { break results; } }

@@ -319,6 +319,7 @@ pub async fn handle_delete_topics(
                     broker.partitions.delete_topic(&meta.name).map_err(|e| {
                         AdminError::new(ResponseError::KafkaStorageError, e.to_string())
                     })?;
+                    crate::metrics::topic_deleted(&meta.name);
                     tracing::info!(topic = %meta.name, "deleted topic");
                     Ok(())
                 })

@@ -136,13 +136,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
         }
         Request::Fetch(r) => {
             let response = fetch::handle_fetch(broker, version, r).await;
-            let out: usize = response
-                .responses
-                .iter()
-                .flat_map(|t| t.partitions.iter())
-                .map(|p| p.records.as_ref().map_or(0, Bytes::len))
-                .sum();
-            crate::metrics::bytes_out(out);
+            crate::metrics::fetch_answered(broker, &response);
             encode_response(api_key, version, correlation_id, &response)
         }
         Request::ListOffsets(r) => encode_response(

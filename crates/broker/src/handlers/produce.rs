@@ -251,6 +251,7 @@ fn answer_append(
         Ok(Ok(info)) => {
             broker.partitions.notify_append();
             metrics::bytes_in(&partition.topic, size);
+            metrics::messages_in(&partition.topic, info.record_count);
             let mut r = PartitionProduceResponse::default();
             r.index = index;
             r.base_offset = info.first_offset;

@@ -33,6 +33,7 @@ mod admin;
 pub mod assignor;
 pub mod broker_log;
 mod classic;
+mod committed;
 pub mod config;
 pub mod consumer;
 mod consumer_protocol;
@@ -51,6 +52,7 @@ mod tests;
 use kafka_protocol::messages::ApiKey;
 
 pub use admin::{KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION};
+pub use committed::CommittedPosition;
 // The log's injectable clock serves the coordinator's deadlines too.
 pub use config::GroupConfig;
 pub use consumer::TopicLookup;
