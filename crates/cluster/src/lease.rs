@@ -106,7 +106,7 @@ impl LeaseTiming {
 
 /// A holder's belief in a lease: valid until a deadline on its monotonic
 /// clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LocalLease<I> {
     deadline: I,
 }
