@@ -32,6 +32,9 @@ pub struct Broker {
     /// The transaction coordinator, set once at startup
     /// (`crate::coordinator::txn::broker_log::start`).
     pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
+    /// This broker's membership of a cluster (`krabka.cluster.database.url`),
+    /// set once at startup; unset on a single node.
+    pub cluster: std::sync::OnceLock<std::sync::Arc<crate::cluster::ClusterNode>>,
     /// The port the listener actually bound (differs from the configured one
     /// when that is 0).
     bound_port: AtomicU16,
@@ -86,6 +89,7 @@ impl Broker {
             groups: std::sync::OnceLock::new(),
             remote: std::sync::OnceLock::new(),
             txns: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,
         })
@@ -117,6 +121,16 @@ impl Broker {
             listener.port
         };
         (listener.host.clone(), i32::from(port))
+    }
+
+    /// The cluster id clients see: the cluster's in cluster mode, else the
+    /// registry's.
+    #[must_use]
+    pub fn cluster_id(&self) -> String {
+        match self.cluster.get() {
+            Some(node) => node.cluster_id().to_owned(),
+            None => self.registry.cluster_id(),
+        }
     }
 
     /// Re-applies the effective configuration of one topic to its logs

@@ -1,4 +1,5 @@
 //! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`
+//! `krabka cluster status [--config FILE] [--override name=value]...`,
 //! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]` and
 //! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`.
 //!
@@ -37,10 +38,28 @@ enum Command {
         #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
         overrides: Vec<String>,
     },
+    /// Inspect a cluster-mode cluster through its database.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Inspect the KIP-405 remote log metadata of a running cluster.
     RemoteMetadata {
         #[command(subcommand)]
         command: RemoteMetadataCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Print the brokers, their leases and the coordinator shard owners.
+    Status {
+        /// The broker configuration to take `krabka.cluster.database.*` from.
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override one setting (e.g. `krabka.cluster.database.url=...`); repeatable.
+        #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
+        overrides: Vec<String>,
     },
 }
 
@@ -134,6 +153,28 @@ fn worm_heads(request: cli::worm_heads::HeadsRequest) -> ExitCode {
     }
 }
 
+fn cluster_status(config: Option<PathBuf>, overrides: &[String]) -> ExitCode {
+    let settings = load(config, overrides).and_then(|config| {
+        krabka_broker::cluster::ClusterSettings::from_config(&config)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "krabka.cluster.database.url is not set".to_owned())
+    });
+    let settings = match settings {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("krabka: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match block_on_cli(cli::cluster_status::status(&settings.database)) {
+        Some(status) => {
+            print!("{}", cli::cluster_status::render(&status));
+            ExitCode::SUCCESS
+        }
+        None => ExitCode::FAILURE,
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -167,6 +208,9 @@ fn main() -> ExitCode {
             topic,
             timeout: std::time::Duration::from_secs(timeout_secs),
         }),
+        Command::Cluster {
+            command: ClusterCommand::Status { config, overrides },
+        } => cluster_status(config, &overrides),
         Command::Serve { config, overrides } => {
             let config = match load(config, &overrides) {
                 Ok(c) => c,

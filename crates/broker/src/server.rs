@@ -39,6 +39,21 @@ pub async fn run_until(
         source,
     })?;
     broker.set_bound_port(local.port());
+    // Cluster mode: join before serving anything (a refusal stops startup).
+    let cluster = match crate::cluster::ClusterSettings::from_config(&broker.config)? {
+        Some(settings) => {
+            let (host, port) = broker.advertised();
+            let node = crate::cluster::ClusterNode::join(
+                settings,
+                broker.config.node_id,
+                format!("PLAINTEXT://{host}:{port}"),
+            )
+            .await?;
+            let _ = broker.cluster.set(Arc::clone(&node));
+            Some(node)
+        }
+        None => None,
+    };
     let groups = crate::coordinator::group::broker_log::start(&broker)
         .await
         .map_err(|e| BrokerError::Task(format!("group coordinator: {e}")))?;
@@ -63,12 +78,13 @@ pub async fn run_until(
         listen = %local,
         advertised = %format!("{host}:{port}"),
         log_dir = %broker.config.log_dir.display(),
-        cluster_id = %broker.registry.cluster_id(),
+        cluster_id = %broker.cluster_id(),
         "krabka broker started"
     );
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&broker), shutdown_rx.clone()));
+    let membership = cluster.map(|node| tokio::spawn(node.run(shutdown_rx.clone())));
     let server = tokio::spawn(network::serve(
         Arc::clone(&broker),
         listener,
@@ -109,6 +125,9 @@ pub async fn run_until(
     shutdown_tx.send_replace(true);
     let _ = server.await;
     let _ = housekeeping.await;
+    if let Some(membership) = membership {
+        let _ = membership.await;
+    }
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || closing.partitions.close_all())
