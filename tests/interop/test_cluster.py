@@ -121,3 +121,201 @@ def test_an_unreachable_database_stops_startup(cluster_factory):
     code, output = run_to_exit(broker)
     assert code != 0
     assert "cannot reach the cluster database" in output, output
+
+
+# --- Shared topics ----------------------------------------------------------
+
+import os
+import socket
+import struct
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+
+from conftest import kcat_path
+
+
+def list_offsets_v1(bootstrap, topic, partition):
+    """ListOffsets v1 (latest) for one partition, sent to exactly this broker;
+    returns (error code, offset)."""
+    host, port = bootstrap.split(":")
+    name = topic.encode()
+    body = struct.pack(">i", -1) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">i", 1) + struct.pack(">iq", partition, -1)
+    client = b"cluster-test"
+    header = struct.pack(">hhih", 2, 1, 7, len(client)) + client
+    frame = header + body
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _read(s, 4))[0]
+        data = _read(s, size)
+    pos = 4 + 4  # correlation id, topic count
+    (n,) = struct.unpack_from(">h", data, pos)
+    pos += 2 + n + 4  # name, partition count
+    _, error, _, offset = struct.unpack_from(">ihqq", data, pos)
+    return error, offset
+
+
+def _read(s, n):
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        assert chunk, "connection closed"
+        out += chunk
+    return out
+
+
+def topic_view(bootstrap, topic):
+    # All topics: asking for one by name would auto-create it.
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return None
+    return {p.id: (p.leader, p.error) for p in t.partitions.values()}
+
+
+def consume_all(bootstrap, topic, expected, group=None, timeout=60):
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group or "reader-%d" % time.time_ns(),
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.time() + timeout
+    try:
+        while len(got) < expected and time.time() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            got.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+def test_topics_are_shared_and_each_partition_lives_on_one_broker(cluster_db, cluster_factory):
+    brokers = {node: cluster_factory(cluster_db, node) for node in (1, 2, 3)}
+    wait_for("three brokers", lambda: len(brokers_seen(brokers[1].bootstrap).brokers) == 3)
+    admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
+    admin.create_topics([NewTopic("shared", num_partitions=6, replication_factor=1)])["shared"].result(30)
+
+    # Every broker sees the topic, with one live leader per partition, the
+    # leaders spread over all three.
+    views = {
+        node: wait_for("broker %d to see the topic" % node,
+                       lambda b=b: (lambda v: v if v and len(v) == 6 and all(e is None for _, e in v.values()) else None)(
+                           topic_view(b.bootstrap, "shared")))
+        for node, b in brokers.items()
+    }
+    leaders = {p: leader for p, (leader, _) in views[1].items()}
+    assert all(views[n] == views[1] for n in brokers), views
+    assert sorted(set(leaders.values())) == [1, 2, 3], leaders
+    rows = sql(cluster_db, "SELECT partition, broker_id FROM topic_partitions ORDER BY partition")
+    assert {int(p): int(b) for p, b in rows} == leaders
+
+    # Produce through broker 2 (librdkafka routes to each leader), read
+    # through broker 3: byte-identical.
+    producer = Producer({"bootstrap.servers": brokers[2].bootstrap, "linger.ms": 5})
+    sent = {}
+    for i in range(600):
+        key, value = b"k%d" % i, b"v%d-" % i + bytes([i % 256]) * (i % 40)
+        producer.produce("shared", key=key, value=value, partition=i % 6)
+        sent[key] = (i % 6, value)
+    assert producer.flush(30) == 0
+    got = consume_all(brokers[3].bootstrap, "shared", 600)
+    assert len(got) == 600
+    assert {k: (p, v) for p, _, k, v in got} == sent
+    for p in range(6):
+        offsets = sorted(o for q, o, _, _ in got if q == p)
+        assert offsets == list(range(100)), "dense offsets from 0 on partition %d" % p
+
+    # kafka-python through broker 1 agrees.
+    kp = KafkaProducer(bootstrap_servers=brokers[1].bootstrap)
+    for p in range(6):
+        kp.send("shared", key=b"kp", value=b"from kafka-python", partition=p)
+    kp.flush(30)
+    kp.close()
+    kc = KafkaConsumer("shared", bootstrap_servers=brokers[3].bootstrap, auto_offset_reset="earliest",
+                       consumer_timeout_ms=10000)
+    records = list(kc)
+    kc.close()
+    assert len(records) == 606
+
+    # kcat through broker 3 reads all of it too.
+    out = subprocess.run(
+        [kcat_path(), "-b", brokers[3].bootstrap, "-C", "-t", "shared", "-e", "-q", "-f", "%p %o\n"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    assert len(out.splitlines()) == 606
+
+    # Each partition's data lives only on its broker; the others refuse it.
+    for p, leader in leaders.items():
+        for node, b in brokers.items():
+            exists = os.path.isdir(os.path.join(b.data_dir, "shared-%d" % p))
+            assert exists == (node == leader), (p, node, leader)
+            error, offset = list_offsets_v1(b.bootstrap, "shared", p)
+            if node == leader:
+                assert (error, offset) == (0, 101)
+            else:
+                assert error == 6, "NOT_LEADER_OR_FOLLOWER from broker %d for partition %d" % (node, p)
+
+    # Growing the topic and changing its configs on one broker shows on the others.
+    admin = AdminClient({"bootstrap.servers": brokers[3].bootstrap})
+    admin.create_partitions([NewPartitions("shared", 9)])["shared"].result(30)
+    for f in admin.alter_configs([ConfigResource("topic", "shared", set_config={"retention.ms": "123456789"})]).values():
+        f.result(30)
+    wait_for("nine partitions on broker 1",
+             lambda: len(topic_view(brokers[1].bootstrap, "shared") or {}) == 9)
+
+    def retention_on(node):
+        res = ConfigResource("topic", "shared")
+        a = AdminClient({"bootstrap.servers": brokers[node].bootstrap})
+        configs = a.describe_configs([res])[res].result(30)
+        return configs["retention.ms"].value == "123456789"
+
+    wait_for("the config change on broker 2", lambda: retention_on(2))
+
+    # Deleting on one broker removes it everywhere, with its data.
+    deleter = AdminClient({"bootstrap.servers": brokers[2].bootstrap})
+    deleter.delete_topics(["shared"])["shared"].result(30)
+    for node, b in brokers.items():
+        wait_for("broker %d to forget the topic" % node, lambda b=b: topic_view(b.bootstrap, "shared") is None)
+        wait_for("broker %d to drop the data" % node,
+                 lambda b=b: not any(d.startswith("shared-") for d in os.listdir(b.data_dir)))
+
+
+def test_a_partition_is_unavailable_while_its_broker_is_down(cluster_db, cluster_factory):
+    brokers = {node: cluster_factory(cluster_db, node) for node in (1, 2, 3)}
+    wait_for("three brokers", lambda: len(brokers_seen(brokers[1].bootstrap).brokers) == 3)
+    creator = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
+    creator.create_topics([NewTopic("spread", num_partitions=3, replication_factor=1)])["spread"].result(30)
+    view = wait_for("the topic on broker 1",
+                    lambda: (lambda v: v if v and len(v) == 3 and all(e is None for _, e in v.values()) else None)(
+                        topic_view(brokers[1].bootstrap, "spread")))
+    producer = Producer({"bootstrap.servers": brokers[1].bootstrap})
+    for p in range(3):
+        for i in range(10):
+            producer.produce("spread", value=b"%d-%d" % (p, i), partition=p)
+    assert producer.flush(30) == 0
+
+    victim_partition, victim = next((p, leader) for p, (leader, _) in sorted(view.items()) if leader != 1)
+    brokers[victim].kill9()
+
+    def unavailable():
+        v = topic_view(brokers[1].bootstrap, "spread")
+        leader, error = v[victim_partition]
+        return leader == -1 and error is not None and error.code() == KafkaError.LEADER_NOT_AVAILABLE
+
+    wait_for("the dead broker's partition to be reported unavailable", unavailable)
+
+    # It comes back with its data once the broker's lease lapsed and it restarts.
+    wait_for("the dead broker's lease to lapse",
+             lambda: not sql(cluster_db, "SELECT 1 FROM brokers WHERE node_id = %d AND lease_expires_at > now()" % victim))
+    brokers[victim].start()
+    wait_for("the partition to have its leader back",
+             lambda: topic_view(brokers[1].bootstrap, "spread")[victim_partition] == (victim, None))
+    error, offset = list_offsets_v1(brokers[victim].bootstrap, "spread", victim_partition)
+    assert (error, offset) == (0, 10), "the partition's records survived"

@@ -39,7 +39,9 @@ pub async fn run_until(
         source,
     })?;
     broker.set_bound_port(local.port());
-    // Cluster mode: join before serving anything (a refusal stops startup).
+    // Cluster mode: join before serving anything (a refusal stops startup),
+    // and renew from then on: the rest of startup may outlast a lease.
+    let (membership_stop, membership_stopped) = watch::channel(false);
     let cluster = match crate::cluster::ClusterSettings::from_config(&broker.config)? {
         Some(settings) => {
             let (host, port) = broker.advertised();
@@ -50,7 +52,10 @@ pub async fn run_until(
             )
             .await?;
             let _ = broker.cluster.set(Arc::clone(&node));
-            Some(node)
+            node.sync_metadata(&broker).await?;
+            Some(tokio::spawn(
+                node.run(Arc::downgrade(&broker), membership_stopped),
+            ))
         }
         None => None,
     };
@@ -84,7 +89,6 @@ pub async fn run_until(
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&broker), shutdown_rx.clone()));
-    let membership = cluster.map(|node| tokio::spawn(node.run(shutdown_rx.clone())));
     let server = tokio::spawn(network::serve(
         Arc::clone(&broker),
         listener,
@@ -125,7 +129,9 @@ pub async fn run_until(
     shutdown_tx.send_replace(true);
     let _ = server.await;
     let _ = housekeeping.await;
-    if let Some(membership) = membership {
+    // Deregistering releases this broker's leases at once.
+    membership_stop.send_replace(true);
+    if let Some(membership) = cluster {
         let _ = membership.await;
     }
     tracing::info!("closing logs");

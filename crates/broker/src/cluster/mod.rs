@@ -13,7 +13,9 @@
 //! local deadline of its last successful renewal (see
 //! `krabka_cluster::lease`), so it stops before anyone else can take over.
 
+pub mod coordinators;
 pub mod settings;
+pub mod topics;
 
 use {
     crate::error::BrokerError,
@@ -59,7 +61,16 @@ pub struct ClusterNode {
     settings: ClusterSettings,
     registration: BrokerRegistration,
     state: Mutex<Membership>,
+    /// The last metadata snapshot mirrored into the local registry.
+    metadata: Mutex<krabka_cluster::topics::MetadataSnapshot>,
+    /// What is left of the producer-id block the database gave this broker.
+    producer_ids: Mutex<std::ops::Range<i64>>,
+    /// The runtime, for the blocking callers of the producer-id allocator.
+    runtime: tokio::runtime::Handle,
 }
+
+/// How many producer ids a broker takes from the database at once.
+const PRODUCER_ID_BLOCK: i32 = 1000;
 
 impl ClusterNode {
     /// Connects to the cluster database, migrates its schema and registers
@@ -102,6 +113,9 @@ impl ClusterNode {
             cluster,
             settings,
             registration,
+            metadata: Mutex::new(krabka_cluster::topics::MetadataSnapshot::default()),
+            producer_ids: Mutex::new(0..0),
+            runtime: tokio::runtime::Handle::current(),
         });
         this.refresh().await?;
         Ok(this)
@@ -172,6 +186,35 @@ impl ClusterNode {
         state
             .controller
             .or_else(|| state.live.iter().map(|b| b.node).min())
+    }
+
+    /// A producer id from this broker's block, taking a new block from the
+    /// database when it ran out (so no id ever goes to two brokers).
+    /// Blocking: call from a blocking thread, never from async code.
+    ///
+    /// # Errors
+    ///
+    /// A message when the lease lapsed or the database is out of reach.
+    pub fn allocate_producer_id_blocking(&self) -> Result<i64, String> {
+        let mut ids = self
+            .producer_ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if ids.is_empty() {
+            let lease = self
+                .broker_lease()
+                .ok_or_else(|| "this broker's cluster lease lapsed".to_owned())?;
+            *ids = self
+                .runtime
+                .block_on(
+                    self.cluster
+                        .allocate_producer_ids(&lease, PRODUCER_ID_BLOCK),
+                )
+                .map_err(|e| e.to_string())?;
+        }
+        let id = ids.start;
+        ids.start += 1;
+        Ok(id)
     }
 
     /// One renewal round: renew (or re-register), try for the controller
@@ -261,9 +304,14 @@ impl ClusterNode {
         metrics::gauge!("krabka_cluster_lease_held").set(0.0);
     }
 
-    /// Renews until `shutdown` turns true, then deregisters (releasing the
-    /// controller lease at once).
-    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+    /// Renews (and mirrors the shared metadata into `broker`) until
+    /// `shutdown` turns true, then deregisters (releasing the controller
+    /// lease at once).
+    pub async fn run(
+        self: Arc<Self>,
+        broker: std::sync::Weak<crate::broker::Broker>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         let mut every = tokio::time::interval(self.settings.timing.renew_interval);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         every.tick().await;
@@ -275,6 +323,11 @@ impl ClusterNode {
             if let Err(e) = self.refresh().await {
                 metrics::counter!("krabka_cluster_renew_errors_total").increment(1);
                 tracing::warn!(error = %e, "cluster lease renewal failed");
+            }
+            if let Some(broker) = broker.upgrade()
+                && let Err(e) = self.sync_metadata(&broker).await
+            {
+                tracing::warn!(error = %e, "cannot read the cluster's metadata");
             }
             if !self.lease_valid() && self.lock().local.is_some() {
                 tracing::warn!("cluster lease expired locally; no longer acting as a member");

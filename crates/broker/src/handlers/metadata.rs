@@ -50,7 +50,22 @@ fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataRe
             p.leader_epoch = LEADER_EPOCH.0;
             p.replica_nodes = vec![node];
             p.isr_nodes = vec![node];
-            if broker.partitions.get(&topic.name, index).is_none() {
+            let cluster = broker
+                .cluster
+                .get()
+                .filter(|_| !crate::topics::names::is_internal(&topic.name));
+            if let Some(owner) = cluster.and_then(|c| c.assigned(&topic.name, index)) {
+                // Cluster mode: the partition's one broker, while it is live.
+                let owner_id = BrokerId(owner.0);
+                p.replica_nodes = vec![owner_id];
+                p.isr_nodes = vec![owner_id];
+                p.leader_id = owner_id;
+                if !cluster.is_some_and(|c| c.is_live(owner)) {
+                    p.error_code = ResponseError::LeaderNotAvailable.code();
+                    p.leader_id = BrokerId(-1);
+                    p.isr_nodes = Vec::new();
+                }
+            } else if broker.partitions.get(&topic.name, index).is_none() {
                 p.error_code = ResponseError::LeaderNotAvailable.code();
                 p.leader_id = BrokerId(-1);
             }

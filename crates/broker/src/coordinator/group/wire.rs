@@ -109,7 +109,11 @@ pub async fn handle(
     let c = coordinator.as_ref();
     match request {
         GroupRequest::FindCoordinator(r) => {
-            encode_response(api_key, version, id, &c.find_coordinator(&ctx, r).await)
+            let mut response = c.find_coordinator(&ctx, r).await;
+            if let Some(node) = broker.cluster.get() {
+                crate::cluster::coordinators::point_at_controller(node, &mut response);
+            }
+            encode_response(api_key, version, id, &response)
         }
         GroupRequest::JoinGroup(r) => {
             encode_response(api_key, version, id, &c.join_group(&ctx, r).await)
