@@ -319,3 +319,122 @@ def test_a_partition_is_unavailable_while_its_broker_is_down(cluster_db, cluster
              lambda: topic_view(brokers[1].bootstrap, "spread")[victim_partition] == (victim, None))
     error, offset = list_offsets_v1(brokers[victim].bootstrap, "spread", victim_partition)
     assert (error, offset) == (0, 10), "the partition's records survived"
+
+
+# --- Groups across brokers, and what produce costs the database ---------------
+
+import threading
+import urllib.request
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+# The statements a broker runs on its own schedule (renewal rounds and the
+# metadata poll); anything else during a produce/consume run would be a
+# database round trip on the data path.
+PERIODIC_OPS = {"renew", "brokers", "shard_owners", "acquire_shard", "metadata_version", "load_metadata"}
+
+
+def db_ops(metrics_port):
+    """`krabka_cluster_db_round_trip_seconds_count` by op, from /metrics."""
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10).read().decode()
+    ops = {}
+    for line in text.splitlines():
+        if line.startswith("krabka_cluster_db_round_trip_seconds_count{"):
+            labels, value = line.rsplit(" ", 1)
+            op = labels.split('op="', 1)[1].split('"', 1)[0]
+            ops[op] = float(value)
+    return ops
+
+
+def test_a_group_across_brokers_and_no_database_round_trip_per_record(cluster_db, cluster_factory):
+    metrics = {n: free_port() for n in (1, 2, 3)}
+    brokers = {
+        n: cluster_factory(cluster_db, n, {"krabka.metrics.listener": "127.0.0.1:%d" % metrics[n]})
+        for n in (1, 2, 3)
+    }
+    wait_for("three brokers", lambda: len(brokers_seen(brokers[1].bootstrap).brokers) == 3)
+    creator = AdminClient({"bootstrap.servers": brokers[2].bootstrap})
+    creator.create_topics([NewTopic("work", num_partitions=6, replication_factor=1)])["work"].result(30)
+    for b in brokers.values():
+        wait_for("the topic everywhere", lambda b=b: (lambda v: v and len(v) == 6 and all(
+            e is None for _, e in v.values()))(topic_view(b.bootstrap, "work")))
+
+    # Four members, each bootstrapped at a different broker; the group
+    # settles before anything is produced, so nothing is read twice.
+    consumers = []
+    for i in range(4):
+        c = Consumer({
+            "bootstrap.servers": brokers[i % 3 + 1].bootstrap,
+            "group.id": "spread-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 10000,
+        })
+        c.subscribe(["work"])
+        consumers.append(c)
+
+    def settled():
+        for c in consumers:
+            c.poll(0.1)
+        parts = [tp.partition for c in consumers for tp in c.assignment()]
+        return sorted(parts) == list(range(6))
+
+    wait_for("the group to assign all six partitions once", settled, timeout=60)
+
+    before = {n: db_ops(metrics[n]) for n in brokers}
+    started = time.time()
+    count = 6000
+    producer = Producer({"bootstrap.servers": brokers[3].bootstrap, "linger.ms": 5})
+    for i in range(count):
+        producer.produce("work", key=b"%d" % i, value=b"record-%d" % i, partition=i % 6)
+    assert producer.flush(30) == 0
+
+    seen = []
+    lock = threading.Lock()
+
+    def drain(c):
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            with lock:
+                if len(seen) >= count:
+                    return
+            msg = c.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            with lock:
+                seen.append(msg.value())
+            if int(msg.key()) % 500 == 499:
+                c.commit(message=msg, asynchronous=False)
+
+    threads = [threading.Thread(target=drain, args=(c,)) for c in consumers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in consumers:
+        try:
+            c.commit(asynchronous=False)
+        except KafkaException as e:
+            # A member whose offsets were all committed already has nothing new.
+            assert e.args[0].code() == KafkaError._NO_OFFSET, e
+    elapsed = time.time() - started
+    after = {n: db_ops(metrics[n]) for n in brokers}
+    for c in consumers:
+        c.close()
+
+    assert len(seen) == count and len(set(seen)) == count, "every record consumed exactly once"
+
+    # Committed offsets, read through another broker, cover everything.
+    reader = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
+    offsets = reader.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("spread-group", [TopicPartition("work", p) for p in range(6)])]
+    )["spread-group"].result(30)
+    assert sorted(tp.offset for tp in offsets.topic_partitions) == [count // 6] * 6
+
+    # Producing and consuming made no database round trip: only the periodic
+    # statements ran, at their own pace (renewal every 300 ms).
+    for n in brokers:
+        grew = {op: after[n].get(op, 0) - before[n].get(op, 0) for op in after[n]}
+        grew = {op: d for op, d in grew.items() if d > 0}
+        assert set(grew) <= PERIODIC_OPS, (n, grew)
+        assert grew.get("renew", 0) <= elapsed / 0.3 + 3, (n, grew, elapsed)

@@ -158,6 +158,17 @@ impl Broker {
         }
     }
 
+    /// Whether the partition exists: open here, or (cluster mode) placed on
+    /// another broker.
+    #[must_use]
+    pub fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.partitions.get(topic, partition).is_some()
+            || self
+                .cluster
+                .get()
+                .is_some_and(|c| c.assigned(topic, partition).is_some())
+    }
+
     /// A producer id never handed out before, cluster-wide in cluster mode
     /// (from a block the database allocated to this broker). Blocking.
     ///

@@ -173,10 +173,7 @@ async fn commit_known_partitions(
     let mut unknown: Vec<(kafka_protocol::messages::TopicName, i32)> = Vec::new();
     for topic in &mut request.topics {
         topic.partitions.retain(|p| {
-            let known = broker
-                .partitions
-                .get(topic.name.0.as_str(), p.partition_index)
-                .is_some();
+            let known = broker.partition_exists(topic.name.0.as_str(), p.partition_index);
             if !known {
                 unknown.push((topic.name.clone(), p.partition_index));
             }
