@@ -261,7 +261,7 @@ fn apply(broker: &Broker, node: BrokerId, snapshot: &MetadataSnapshot) {
                     topic.id,
                     index..index + 1,
                     &log_config,
-                    extras.clone(),
+                    extras,
                 ) {
                     tracing::error!(topic = %topic.name, partition = index, error = %e, "cannot open partition");
                 }
