@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod configs;
 pub mod disk;
+pub mod elect;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
@@ -201,6 +202,12 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             version,
             correlation_id,
             &configs::handle_alter_configs(broker, r).await,
+        ),
+        Request::ElectLeaders(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &elect::handle_elect_leaders(broker, version, &r),
         ),
         Request::IncrementalAlterConfigs(r) => encode_response(
             api_key,

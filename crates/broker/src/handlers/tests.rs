@@ -264,6 +264,30 @@ async fn every_api_at_every_version_answers() {
                     .await;
                     check!(resp.brokers.len() == 1);
                 }
+                ApiKey::ElectLeaders => {
+                    let mut r = ElectLeadersRequest::default();
+                    let mut t = elect_leaders_request::TopicPartitions::default();
+                    t.topic = name("t");
+                    t.partitions = vec![1, 7];
+                    r.topic_partitions = Some(vec![t]);
+                    let resp: ElectLeadersResponse =
+                        call(&broker, api, version, Request::ElectLeaders(r)).await;
+                    let codes: Vec<i16> = resp.replica_election_results[0]
+                        .partition_result
+                        .iter()
+                        .map(|p| p.error_code)
+                        .collect();
+                    // ELECTION_NOT_NEEDED for the partition, UNKNOWN_TOPIC_OR_PARTITION past the last.
+                    check!(codes == vec![84, 3], "v{version}");
+                    let all: ElectLeadersResponse = call(
+                        &broker,
+                        api,
+                        version,
+                        Request::ElectLeaders(ElectLeadersRequest::default()),
+                    )
+                    .await;
+                    check!(all.replica_election_results.is_empty(), "v{version}");
+                }
                 ApiKey::CreateTopics => {
                     let mut r = CreateTopicsRequest::default();
                     let mut t = create_topics_request::CreatableTopic::default();

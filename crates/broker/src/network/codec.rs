@@ -13,7 +13,7 @@ use {
         messages::{
             AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest,
             CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-            DescribeConfigsRequest, DescribeLogDirsRequest, FetchRequest,
+            DescribeConfigsRequest, DescribeLogDirsRequest, ElectLeadersRequest, FetchRequest,
             IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest,
             MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
             ResponseHeader,
@@ -42,6 +42,7 @@ pub enum Request {
     CreatePartitions(CreatePartitionsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     DescribeCluster(DescribeClusterRequest),
+    ElectLeaders(ElectLeadersRequest),
     /// One of the group coordinator's APIs.
     Group(crate::coordinator::group::wire::GroupRequest),
     /// One of the transaction coordinator's APIs.
@@ -197,6 +198,7 @@ fn decode_body(api: ApiKey, buf: &mut Bytes, version: i16) -> anyhow_like::Resul
         ApiKey::DescribeCluster => {
             Request::DescribeCluster(DescribeClusterRequest::decode(buf, version)?)
         }
+        ApiKey::ElectLeaders => Request::ElectLeaders(ElectLeadersRequest::decode(buf, version)?),
         api if crate::coordinator::group::wire::handles(api) => Request::Group(
             crate::coordinator::group::wire::decode(api, buf, version)
                 .map_err(anyhow_like::Error)?,
