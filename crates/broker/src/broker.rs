@@ -32,6 +32,9 @@ pub struct Broker {
     /// The transaction coordinator, set once at startup
     /// (`crate::coordinator::txn::broker_log::start`).
     pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
+    /// This broker's membership of a cluster (`krabka.cluster.database.url`),
+    /// set once at startup; unset on a single node.
+    pub cluster: std::sync::OnceLock<std::sync::Arc<crate::cluster::ClusterNode>>,
     /// The port the listener actually bound (differs from the configured one
     /// when that is 0).
     bound_port: AtomicU16,
@@ -66,7 +69,13 @@ impl Broker {
             None
         };
         let partitions = PartitionManager::new(config.log_dir.clone(), cleaner);
+        // In cluster mode only internal topics open here; the others open
+        // once the cluster says which of their partitions live on this broker.
+        let cluster_mode = crate::cluster::ClusterSettings::from_config(&config)?.is_some();
         for topic in registry.topics() {
+            if cluster_mode && !crate::topics::names::is_internal(&topic.name) {
+                continue;
+            }
             let (log_config, extras) = topic_config::log_config(&config, &registry, &topic.configs);
             partitions.open_partitions(
                 &topic.name,
@@ -86,6 +95,7 @@ impl Broker {
             groups: std::sync::OnceLock::new(),
             remote: std::sync::OnceLock::new(),
             txns: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,
         })
@@ -117,6 +127,63 @@ impl Broker {
             listener.port
         };
         (listener.host.clone(), i32::from(port))
+    }
+
+    /// The cluster id clients see: the cluster's in cluster mode, else the
+    /// registry's.
+    #[must_use]
+    pub fn cluster_id(&self) -> String {
+        match self.cluster.get() {
+            Some(node) => node.cluster_id().to_owned(),
+            None => self.registry.cluster_id(),
+        }
+    }
+
+    /// The error for a partition this broker does not serve: in cluster
+    /// mode, `NOT_LEADER_OR_FOLLOWER` when the cluster has it on another
+    /// broker; else `UNKNOWN_TOPIC_OR_PARTITION`.
+    #[must_use]
+    pub fn missing_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> kafka_protocol::error::ResponseError {
+        match self
+            .cluster
+            .get()
+            .and_then(|c| c.assigned(topic, partition))
+        {
+            Some(_) => kafka_protocol::error::ResponseError::NotLeaderOrFollower,
+            None => kafka_protocol::error::ResponseError::UnknownTopicOrPartition,
+        }
+    }
+
+    /// Whether the partition exists: open here, or (cluster mode) placed on
+    /// another broker.
+    #[must_use]
+    pub fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.partitions.get(topic, partition).is_some()
+            || self
+                .cluster
+                .get()
+                .is_some_and(|c| c.assigned(topic, partition).is_some())
+    }
+
+    /// A producer id never handed out before, cluster-wide in cluster mode
+    /// (from a block the database allocated to this broker). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// A message when no id can be had (the registry cannot persist, or the
+    /// cluster database is out of reach).
+    pub fn allocate_producer_id(&self) -> Result<i64, String> {
+        match self.cluster.get() {
+            Some(node) => node.allocate_producer_id_blocking(),
+            None => self
+                .registry
+                .allocate_producer_id()
+                .map_err(|e| e.to_string()),
+        }
     }
 
     /// Re-applies the effective configuration of one topic to its logs

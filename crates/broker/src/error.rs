@@ -46,6 +46,9 @@ pub enum BrokerError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The cluster database refused or could not be reached (cluster mode).
+    #[error("cluster: {0}")]
+    Cluster(#[from] krabka_cluster::ClusterError),
     /// A blocking task panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),

@@ -12,6 +12,7 @@
 pub mod alloc_guard;
 pub mod api_versions;
 pub mod broker;
+pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod error;

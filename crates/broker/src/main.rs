@@ -1,4 +1,5 @@
 //! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`
+//! `krabka cluster status [--config FILE] [--override name=value]...`,
 //! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]` and
 //! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`,
 //! and the operator commands over the Kafka protocol (`topic`, `group`,
@@ -170,6 +171,28 @@ fn init_logging(serving: bool, json: bool) {
     }
 }
 
+fn cluster_status(config: Option<PathBuf>, overrides: &[String]) -> ExitCode {
+    let settings = load(config, overrides).and_then(|config| {
+        krabka_broker::cluster::ClusterSettings::from_config(&config)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "krabka.cluster.database.url is not set".to_owned())
+    });
+    let settings = match settings {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("krabka: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match block_on_cli(cli::cluster_status::status(&settings.database)) {
+        Some(status) => {
+            print!("{}", cli::cluster_status::render(&status));
+            ExitCode::SUCCESS
+        }
+        None => ExitCode::FAILURE,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve { .. }) {
@@ -181,7 +204,10 @@ fn main() -> ExitCode {
         Command::Produce(args) => cli::run(cli::produce::run(args)),
         Command::Consume(args) => cli::run(cli::consume::run(args)),
         Command::Config(args) => cli::run(cli::configs::run(args)),
-        Command::Cluster(args) => cli::run(cli::cluster::run(args)),
+        Command::Cluster(args) => match args.into_database_status() {
+            Ok((config, overrides)) => cluster_status(config, &overrides),
+            Err(args) => cli::run(cli::cluster::run(*args)),
+        },
         Command::LogDirs(args) => cli::run(cli::cluster::log_dirs(args)),
         Command::Tier(args) => cli::run(cli::tier::run(args)),
         Command::Txn(args) => cli::run(cli::txn::run(args)),

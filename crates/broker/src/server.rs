@@ -64,6 +64,26 @@ pub async fn run_until(
     })?;
     broker.set_bound_port(local.port());
     health.set_listener_bound();
+    // Cluster mode: join before serving anything (a refusal stops startup),
+    // and renew from then on: the rest of startup may outlast a lease.
+    let (membership_stop, membership_stopped) = watch::channel(false);
+    let cluster = match crate::cluster::ClusterSettings::from_config(&broker.config)? {
+        Some(settings) => {
+            let (host, port) = broker.advertised();
+            let node = crate::cluster::ClusterNode::join(
+                settings,
+                broker.config.node_id,
+                format!("PLAINTEXT://{host}:{port}"),
+            )
+            .await?;
+            let _ = broker.cluster.set(Arc::clone(&node));
+            node.sync_metadata(&broker).await?;
+            Some(tokio::spawn(
+                node.run(Arc::downgrade(&broker), membership_stopped),
+            ))
+        }
+        None => None,
+    };
     let groups = crate::coordinator::group::broker_log::start(&broker)
         .await
         .map_err(|e| BrokerError::Task(format!("group coordinator: {e}")))?;
@@ -78,7 +98,7 @@ pub async fn run_until(
         listen = %local,
         advertised = %format!("{host}:{port}"),
         log_dir = %broker.config.log_dir.display(),
-        cluster_id = %broker.registry.cluster_id(),
+        cluster_id = %broker.cluster_id(),
         "krabka broker started"
     );
 
@@ -125,6 +145,11 @@ pub async fn run_until(
     shutdown_tx.send_replace(true);
     let _ = server.await;
     let _ = housekeeping.await;
+    // Deregistering releases this broker's leases at once.
+    membership_stop.send_replace(true);
+    if let Some(membership) = cluster {
+        let _ = membership.await;
+    }
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || closing.partitions.close_all())

@@ -21,6 +21,33 @@ pub struct ClusterArgs {
 enum ClusterCommand {
     /// The cluster id, the controller and every broker.
     Info,
+    /// Cluster mode: brokers, leases and coordinator shard owners, read
+    /// from the cluster database (works while every broker is down).
+    Status {
+        /// The broker configuration to take `krabka.cluster.database.*` from.
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: Option<std::path::PathBuf>,
+        /// Override one setting (e.g. `krabka.cluster.database.url=...`); repeatable.
+        #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
+        overrides: Vec<String>,
+    },
+}
+
+impl ClusterArgs {
+    /// `krabka cluster status` reads the database, not a broker: its
+    /// configuration file and overrides, or the arguments back for [`run`].
+    ///
+    /// # Errors
+    ///
+    /// The arguments themselves when the command talks to a broker.
+    pub fn into_database_status(
+        self,
+    ) -> Result<(Option<std::path::PathBuf>, Vec<String>), Box<Self>> {
+        match self.command {
+            ClusterCommand::Status { config, overrides } => Ok((config, overrides)),
+            ClusterCommand::Info => Err(Box::new(self)),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -40,6 +67,9 @@ pub async fn run(args: ClusterArgs) -> Result<(), CliError> {
     let common = args.common;
     let client = common.connect().await?;
     match args.command {
+        ClusterCommand::Status { .. } => Err(CliError::Usage(
+            "krabka cluster status reads the cluster database, not a broker".to_owned(),
+        )),
         ClusterCommand::Info => {
             let d = client.describe_cluster().await?;
             let topics = client.refresh_metadata(&[]).await?.topics.len();

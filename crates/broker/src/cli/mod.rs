@@ -12,6 +12,7 @@
 //! progress bar shown on a terminal only.
 
 pub mod cluster;
+pub mod cluster_status;
 pub mod configs;
 pub mod consume;
 pub mod group;

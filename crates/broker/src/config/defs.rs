@@ -730,6 +730,82 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         false,
         "Format of the broker's log: text for people, json (one object per line) for log collectors.",
     ),
+    // Cluster mode (several brokers sharing their state in PostgreSQL).
+    broker(
+        "broker.rack",
+        None,
+        ConfigKind::Text,
+        false,
+        "Rack of the broker; cluster mode spreads partitions across racks.",
+    ),
+    broker(
+        "krabka.cluster.database.url",
+        None,
+        ConfigKind::Text,
+        false,
+        "postgresql:// URL of the cluster database; unset runs a single node on local disk.",
+    ),
+    broker(
+        "krabka.cluster.database.pool.size",
+        Some("8"),
+        ConfigKind::Int { min: 1, max: 1024 },
+        false,
+        "Most connections to the cluster database.",
+    ),
+    broker(
+        "krabka.cluster.database.connect.timeout.ms",
+        Some("5000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How long to wait for a connection to the cluster database.",
+    ),
+    broker(
+        "krabka.cluster.database.tls.enable",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Connect to the cluster database over TLS (rustls).",
+    ),
+    broker(
+        "krabka.cluster.database.tls.ca.file",
+        None,
+        ConfigKind::Text,
+        false,
+        "PEM file of the CAs that sign the database's certificate; default: the platform's roots.",
+    ),
+    broker(
+        "krabka.cluster.lease.duration.ms",
+        Some("10000"),
+        ConfigKind::Int {
+            min: 100,
+            max: INT_MAX,
+        },
+        false,
+        "How long a broker's or coordinator shard's lease lasts, by the database's clock.",
+    ),
+    broker(
+        "krabka.cluster.lease.renew.interval.ms",
+        Some("2000"),
+        ConfigKind::Int {
+            min: 10,
+            max: INT_MAX,
+        },
+        false,
+        "How often a broker renews its leases.",
+    ),
+    broker(
+        "krabka.cluster.lease.safety.margin.ms",
+        Some("1000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How much earlier than the database a broker stops trusting a lease.",
+    ),
     // The group coordinator's settings (Kafka's `GroupCoordinatorConfig`).
     broker(
         "group.initial.rebalance.delay.ms",

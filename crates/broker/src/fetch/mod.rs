@@ -42,7 +42,7 @@ fn resolve(broker: &Broker, topic: &TopicRef, index: i32) -> Result<Arc<Partitio
         TopicRef::Name(name) => broker
             .partitions
             .get(name, index)
-            .ok_or(ResponseError::UnknownTopicOrPartition.code()),
+            .ok_or_else(|| broker.missing_partition(name, index).code()),
         TopicRef::Id(id) => {
             let meta = broker
                 .registry
@@ -51,7 +51,7 @@ fn resolve(broker: &Broker, topic: &TopicRef, index: i32) -> Result<Arc<Partitio
             broker
                 .partitions
                 .get(&meta.name, index)
-                .ok_or(ResponseError::UnknownTopicOrPartition.code())
+                .ok_or_else(|| broker.missing_partition(&meta.name, index).code())
         }
     }
 }

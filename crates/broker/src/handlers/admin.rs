@@ -40,7 +40,7 @@ pub struct AdminError {
 }
 
 impl AdminError {
-    fn new(error: ResponseError, message: impl Into<String>) -> Self {
+    pub(crate) fn new(error: ResponseError, message: impl Into<String>) -> Self {
         Self {
             code: error.code(),
             message: message.into(),
@@ -62,6 +62,13 @@ impl From<RegistryRefusal> for AdminError {
 }
 
 fn check_assignment(broker: &Broker, replicas: &[BrokerId]) -> Result<(), AdminError> {
+    if let Some(node) = broker.cluster.get()
+        && let [one] = replicas
+        && node.is_live(krabka_ids::BrokerId(one.0))
+    {
+        // Cluster mode: one replica, on any live broker.
+        return Ok(());
+    }
     if replicas.len() == 1 && replicas.first().map(|b| b.0) == Some(broker.config.node_id) {
         Ok(())
     } else {
@@ -74,6 +81,17 @@ fn check_assignment(broker: &Broker, replicas: &[BrokerId]) -> Result<(), AdminE
             ),
         ))
     }
+}
+
+/// The one broker of each partition of an explicit assignment, by
+/// partition index.
+fn explicit_brokers(assignments: &[(i32, Vec<BrokerId>)]) -> Vec<krabka_ids::BrokerId> {
+    let mut sorted: Vec<&(i32, Vec<BrokerId>)> = assignments.iter().collect();
+    sorted.sort_by_key(|(index, _)| *index);
+    sorted
+        .iter()
+        .filter_map(|(_, replicas)| replicas.first().map(|b| krabka_ids::BrokerId(b.0)))
+        .collect()
 }
 
 /// Validates and creates one topic (used by CreateTopics and Metadata
@@ -161,6 +179,12 @@ pub async fn create_topic(
             partitions,
             configs,
         });
+    }
+    if let Some(node) = broker.cluster.get() {
+        let explicit = (!assignments.is_empty()).then(|| explicit_brokers(assignments));
+        return node
+            .create_topic(broker, name, partitions, explicit, configs)
+            .await;
     }
     let broker = Arc::clone(broker);
     let name = name.to_owned();
@@ -302,6 +326,14 @@ pub async fn handle_delete_topics(
                 ResponseError::UnknownTopicOrPartition,
                 "This server does not host this topic-partition.",
             )),
+            Some(meta) if broker.cluster.get().is_some() => {
+                result.name = Some(TopicName(StrBytes::from_string(meta.name.clone())));
+                result.topic_id = meta.id;
+                match broker.cluster.get() {
+                    Some(node) => node.delete_topic(broker, &meta.name).await,
+                    None => Ok(()),
+                }
+            }
             Some(meta) => {
                 result.name = Some(TopicName(StrBytes::from_string(meta.name.clone())));
                 result.topic_id = meta.id;
@@ -369,6 +401,17 @@ pub async fn handle_create_partitions(
             }
             if request.validate_only {
                 return Ok(());
+            }
+            if let Some(node) = broker.cluster.get() {
+                let explicit = topic.assignments.as_ref().map(|assignments| {
+                    assignments
+                        .iter()
+                        .filter_map(|a| a.broker_ids.first().map(|b| krabka_ids::BrokerId(b.0)))
+                        .collect()
+                });
+                return node
+                    .add_partitions(broker, &meta.name, meta.partitions, topic.count, explicit)
+                    .await;
             }
             let broker = Arc::clone(broker);
             let count = topic.count;

@@ -468,6 +468,13 @@ async fn alter_resource(
             if validate_only {
                 return Ok(());
             }
+            if let Some(node) = broker.cluster.get() {
+                // The database first: every broker mirrors it from there.
+                node.cluster()
+                    .set_topic_configs(&name, &next)
+                    .await
+                    .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
+            }
             let broker = Arc::clone(broker);
             tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
                 if tiering == TieringChange::Disable
@@ -502,6 +509,12 @@ async fn alter_resource(
             let next = apply(&current, changes, false, replace)?;
             if validate_only {
                 return Ok(());
+            }
+            if let Some(node) = broker.cluster.get() {
+                node.cluster()
+                    .set_broker_configs(&name, &next)
+                    .await
+                    .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
             }
             let broker = Arc::clone(broker);
             tokio::task::spawn_blocking(move || -> Result<(), Refusal> {

@@ -170,7 +170,10 @@ pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest
                 )
             } else {
                 refuse(
-                    ResponseError::UnknownTopicOrPartition,
+                    meta.as_ref()
+                        .map_or(ResponseError::UnknownTopicOrPartition, |m| {
+                            broker.missing_partition(&m.name, data.index)
+                        }),
                     "This server does not host this topic-partition.".into(),
                 )
             };

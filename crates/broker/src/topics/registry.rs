@@ -218,7 +218,22 @@ impl TopicRegistry {
         partitions: i32,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, RegistryRefusal> {
-        let id = Uuid::new_v4();
+        self.create_with_id(name, Uuid::new_v4(), partitions, configs)
+    }
+
+    /// Records a new topic under an id chosen elsewhere (cluster mode: the
+    /// cluster database's).
+    ///
+    /// # Errors
+    ///
+    /// As [`TopicRegistry::create`].
+    pub fn create_with_id(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicMeta, RegistryRefusal> {
         self.update(|file| {
             if file.topics.contains_key(name) {
                 return Err(RegistryRefusal::Exists);

@@ -109,7 +109,11 @@ pub async fn handle(
     let c = coordinator.as_ref();
     match request {
         GroupRequest::FindCoordinator(r) => {
-            encode_response(api_key, version, id, &c.find_coordinator(&ctx, r).await)
+            let mut response = c.find_coordinator(&ctx, r).await;
+            if let Some(node) = broker.cluster.get() {
+                crate::cluster::coordinators::point_at_controller(node, &mut response);
+            }
+            encode_response(api_key, version, id, &response)
         }
         GroupRequest::JoinGroup(r) => {
             encode_response(api_key, version, id, &c.join_group(&ctx, r).await)
@@ -169,10 +173,7 @@ async fn commit_known_partitions(
     let mut unknown: Vec<(kafka_protocol::messages::TopicName, i32)> = Vec::new();
     for topic in &mut request.topics {
         topic.partitions.retain(|p| {
-            let known = broker
-                .partitions
-                .get(topic.name.0.as_str(), p.partition_index)
-                .is_some();
+            let known = broker.partition_exists(topic.name.0.as_str(), p.partition_index);
             if !known {
                 unknown.push((topic.name.clone(), p.partition_index));
             }

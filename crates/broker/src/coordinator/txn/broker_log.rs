@@ -159,10 +159,9 @@ impl ProducerIdSource for RegistryIds {
             .upgrade()
             .ok_or_else(|| TxnError::Storage("the broker is shutting down".into()))?;
         broker
-            .registry
             .allocate_producer_id()
             .map(ProducerId)
-            .map_err(|e| TxnError::Storage(format!("{e:?}")))
+            .map_err(TxnError::Storage)
     }
 }
 
