@@ -70,3 +70,14 @@ pub fn publish_log_sizes(broker: &Arc<Broker>) {
             .set(p.log.size_bytes() as f64);
     }
 }
+
+/// Client connections open now.
+pub fn connections_open(n: usize) {
+    gauge!("krabka_connections_open").set(n as f64);
+}
+
+/// A connection was refused at accept; `reason` names the limit
+/// (`max.connections`, `max.connections.per.ip`, ...).
+pub fn connection_refused(reason: &'static str) {
+    counter!("krabka_connections_refused_total", "reason" => reason).increment(1);
+}
