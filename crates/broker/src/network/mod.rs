@@ -28,6 +28,7 @@ pub mod codec;
 pub mod fd;
 pub mod frame;
 pub mod limits;
+pub mod read_ahead;
 
 use {
     crate::{
@@ -45,7 +46,7 @@ use {
         time::{Duration, Instant},
     },
     tokio::{
-        io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter},
+        io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter},
         net::TcpListener,
         sync::{Semaphore, mpsc, oneshot, watch},
         task::JoinSet,
@@ -125,6 +126,35 @@ impl RefusalLog {
     }
 }
 
+/// Gives memory back to the OS once many connections have closed: the
+/// allocator keeps what they freed for reuse, so after a flood of
+/// connections the broker's resident memory would stay at its peak.
+#[derive(Debug, Default)]
+struct Trim {
+    peak: usize,
+}
+
+impl Trim {
+    /// Connections that must have closed, and half of the peak, before the
+    /// allocator is asked to trim.
+    const AFTER: usize = 256;
+
+    fn opened(&mut self, open: usize) {
+        self.peak = self.peak.max(open);
+    }
+
+    fn closed(&mut self, open: usize) {
+        if self.peak >= open + Self::AFTER && open <= self.peak / 2 {
+            self.peak = open;
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_trim only releases free memory of the allocator.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+    }
+}
+
 /// Accepts connections until `shutdown` becomes true, then waits for every
 /// connection to answer what it has read.
 pub async fn serve(
@@ -138,6 +168,7 @@ pub async fn serve(
     let mut reserve = fd::Reserve::new();
     let mut refusals = RefusalLog::default();
     let mut backoff = Duration::ZERO;
+    let mut trim = Trim::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -157,6 +188,7 @@ pub async fn serve(
                         }
                     };
                     metrics::connections_open(network.limits.open());
+                    trim.opened(network.limits.open());
                     let _ = stream.set_nodelay(true);
                     let broker = Arc::clone(&broker);
                     let network = Arc::clone(&network);
@@ -194,7 +226,9 @@ pub async fn serve(
                 }
             },
             _ = shutdown.changed() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(_) = connections.join_next(), if !connections.is_empty() => {
+                trim.closed(network.limits.open());
+            }
         }
     }
     drop(listener);
@@ -213,8 +247,10 @@ async fn connection<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (reader, writer) = tokio::io::split(stream);
-    // Pipelined small requests arrive together: one read takes several.
-    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    // Pipelined small requests arrive together: one read takes several (a
+    // buffer that exists only while bytes wait in it: idle connections
+    // hold none).
+    let mut reader = read_ahead::ReadAhead::new(reader, 64 * 1024);
     let activity = Arc::new(Activity::new());
     let (slots, mut queue) = mpsc::channel::<oneshot::Receiver<Reply>>(MAX_IN_FLIGHT);
     // Dropped when the writer stops, so the reader stops too.
@@ -222,30 +258,50 @@ async fn connection<S>(
     let answered = Arc::clone(&activity);
     let writer_task = tokio::spawn(async move {
         let _alive = writer_alive;
-        let mut writer = BufWriter::with_capacity(64 * 1024, writer);
-        while let Some(slot) = queue.recv().await {
-            let reply = slot.await;
-            answered.request_answered();
-            match reply {
-                Ok(Reply::Frame(frame)) => {
-                    if let Err(e) = writer.write_all(&frame).await {
-                        tracing::debug!(%peer, error = %e, "write failed");
+        let mut writer = writer;
+        while let Some(mut slot) = queue.recv().await {
+            // Answers that are ready together go out in one write; the
+            // buffer lives only for that burst, so an idle connection holds
+            // none.
+            let mut out = BufWriter::with_capacity(64 * 1024, &mut writer);
+            loop {
+                // What is written goes out before waiting for an answer
+                // that is not ready (a long poll must not hold it back).
+                let reply = match slot.try_recv() {
+                    Err(oneshot::error::TryRecvError::Empty) => {
+                        if out.flush().await.is_err() {
+                            return;
+                        }
+                        slot.await
+                    }
+                    Ok(reply) => Ok(reply),
+                    Err(oneshot::error::TryRecvError::Closed) => return,
+                };
+                answered.request_answered();
+                match reply {
+                    Ok(Reply::Frame(frame)) => {
+                        if let Err(e) = out.write_all(&frame).await {
+                            tracing::debug!(%peer, error = %e, "write failed");
+                            return;
+                        }
+                    }
+                    Ok(Reply::Nothing) => {}
+                    Ok(Reply::Close(reason)) => {
+                        tracing::warn!(%peer, %reason, "closing connection");
+                        let _ = out.flush().await;
                         return;
                     }
+                    Err(_) => return,
                 }
-                Ok(Reply::Nothing) => {}
-                Ok(Reply::Close(reason)) => {
-                    tracing::warn!(%peer, %reason, "closing connection");
-                    let _ = writer.flush().await;
-                    return;
+                match queue.try_recv() {
+                    Ok(next) => slot = next,
+                    Err(_) => break,
                 }
-                Err(_) => return,
             }
-            if queue.is_empty() && writer.flush().await.is_err() {
+            if out.flush().await.is_err() {
                 return;
             }
         }
-        let _ = writer.flush().await;
     });
     let mut produces = JoinSet::new();
     let read_ahead = Arc::new(Semaphore::new(PRODUCE_READ_AHEAD_BYTES as usize));
@@ -253,6 +309,7 @@ async fn connection<S>(
         if *shutdown.borrow() {
             break;
         }
+        reader.release_if_drained();
         let frame = tokio::select! {
             frame = frame::next_frame(&mut reader, &network.rules, &network.budget, &activity) => frame,
             _ = shutdown.changed() => break,
@@ -261,6 +318,11 @@ async fn connection<S>(
         let frame::Frame { bytes: frame, hold } = match frame {
             Ok(frame) => frame,
             Err(ReadEnd::Eof) => break,
+            Err(ReadEnd::Idle(after)) => {
+                // As Kafka: routine, so not a warning.
+                tracing::debug!(%peer, idle_ms = after.as_millis(), "closing idle connection (connections.max.idle.ms)");
+                break;
+            }
             Err(ReadEnd::Close(reason)) => {
                 tracing::warn!(%peer, %reason, "closing connection");
                 break;
