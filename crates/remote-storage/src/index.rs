@@ -988,6 +988,7 @@ pub(crate) mod tests {
         for codec in [Compression::None, Compression::Gzip, Compression::Zstd] {
             let mut log = batch(0, &[10, 20], codec).to_vec();
             log[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+            krabka_log::batch::recompute_crc(&mut log);
             let error = first_record_at_or_after_timestamp(
                 &log,
                 BytePosition(0),
