@@ -267,7 +267,7 @@ impl BrokerConfig {
         };
         let socket_request_max_bytes = usize::try_from(int("socket.request.max.bytes")?)
             .map_err(|_| BrokerError::Config("socket.request.max.bytes".into()))?;
-        let connections = ConnectionSettings::from_values(&value, socket_request_max_bytes)?;
+        let connections = ConnectionSettings::from_values(value, socket_request_max_bytes)?;
         let config = Self {
             node_id,
             listener,
