@@ -35,6 +35,8 @@ class KrabkaBroker:
         self.process = None
         self.log_path = os.path.join(os.path.dirname(self.data_dir), "krabka-%d.log" % self.port)
         self.log_file = None
+        # Run in the child before exec (e.g. to lower its resource limits).
+        self.preexec_fn = None
 
     @property
     def bootstrap(self):
@@ -60,7 +62,8 @@ class KrabkaBroker:
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         self.process = subprocess.Popen(
-            self.command(), stdout=self.log_file, stderr=subprocess.STDOUT, env=env
+            self.command(), stdout=self.log_file, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=self.preexec_fn,
         )
         deadline = time.time() + timeout
         while time.time() < deadline:

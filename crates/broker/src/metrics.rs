@@ -445,3 +445,14 @@ mod tests {
         check!(names.len() == CATALOG.len(), "a name is listed twice");
     }
 }
+
+/// Client connections open now.
+pub fn connections_open(n: usize) {
+    gauge!("krabka_connections_open").set(n as f64);
+}
+
+/// A connection was refused at accept; `reason` names the limit
+/// (`max.connections`, `max.connections.per.ip`, ...).
+pub fn connection_refused(reason: &'static str) {
+    counter!("krabka_connections_refused_total", "reason" => reason).increment(1);
+}

@@ -47,6 +47,18 @@ pub async fn run_until(
         }
         None => None,
     };
+    match network::fd::raise_limit() {
+        Ok(limit) => tracing::info!(
+            soft = limit.now,
+            was = limit.before,
+            hard = limit.hard,
+            "open-file limit (RLIMIT_NOFILE)"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
+    let network = network::Network::new(&config)
+        .await
+        .map_err(BrokerError::Config)?;
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))??;
@@ -106,6 +118,7 @@ pub async fn run_until(
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&broker), shutdown_rx.clone()));
     let server = tokio::spawn(network::serve(
         Arc::clone(&broker),
+        network,
         listener,
         shutdown_rx.clone(),
     ));

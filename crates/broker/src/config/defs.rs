@@ -234,6 +234,74 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         false,
         "The maximum number of bytes in a socket request.",
     ),
+    // Connection and request budgets (`config::connections`).
+    broker(
+        "queued.max.request.bytes",
+        Some("268435456"),
+        ConfigKind::Long {
+            min: -1,
+            max: LONG_MAX,
+        },
+        false,
+        "Request bytes read but not yet answered, across all connections, before no more are read; -1 is unbounded (Kafka's default; Krabka's is 256 MiB so a crowd of slow clients cannot fill memory). At least socket.request.max.bytes.",
+    ),
+    broker(
+        "max.connections",
+        Some("2147483647"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "Connections the broker holds at once; one over the limit is closed at accept.",
+    ),
+    broker(
+        "max.connections.per.ip",
+        Some("2147483647"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "Connections allowed from one IP address; one over the limit is closed at accept.",
+    ),
+    broker(
+        "max.connections.per.ip.overrides",
+        Some(""),
+        ConfigKind::Text,
+        false,
+        "Per-IP or hostname limits that replace max.connections.per.ip, e.g. hostName:100,127.0.0.1:200.",
+    ),
+    broker(
+        "connections.max.idle.ms",
+        Some("600000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "A connection with no request in flight and no bytes received for this long is closed.",
+    ),
+    broker(
+        "krabka.request.read.timeout.ms",
+        Some("30000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "How far a request that has started to arrive may fall behind krabka.request.read.min.bytes.per.sec before it is dropped (so also the longest it may stall).",
+    ),
+    broker(
+        "krabka.request.read.min.bytes.per.sec",
+        Some("65536"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "The slowest rate at which a request's bytes may arrive, after krabka.request.read.timeout.ms of grace.",
+    ),
     broker(
         "message.max.bytes",
         Some("1048588"),

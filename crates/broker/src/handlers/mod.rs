@@ -36,22 +36,11 @@ pub enum Reply {
 
 /// Whether a request changes state and so must be handled before the next
 /// request of the same connection is read (keeps a producer's pipelined
-/// batches in order). Everything else may run concurrently.
+/// batches in order). Everything else may run concurrently. The API table
+/// ([`api_versions::APIS`]) says which is which.
 #[must_use]
-pub fn must_run_in_order(request: &Request) -> bool {
-    !matches!(
-        request,
-        Request::Fetch(_)
-            | Request::Metadata(_)
-            | Request::ApiVersions(_)
-            | Request::ApiVersionsUnsupported
-            | Request::ListOffsets(_)
-            | Request::DescribeConfigs(_)
-            | Request::DescribeCluster(_)
-            | Request::DescribeLogDirs(_)
-            | Request::OffsetForLeaderEpoch(_)
-            | Request::DescribeTopicPartitions(_)
-    )
+pub fn must_run_in_order(request: &DecodedRequest) -> bool {
+    api_versions::must_run_in_order(request.api_key)
 }
 
 /// What [`queue_produce`] made of a request.

@@ -5,7 +5,7 @@
 use {
     super::{Reply, handle},
     crate::{
-        api_versions::SUPPORTED,
+        api_versions::APIS,
         broker::Broker,
         config::{BrokerConfig, RawSettings},
         network::codec::{DecodedRequest, Request},
@@ -100,7 +100,10 @@ async fn every_api_at_every_version_answers() {
     check!(created.topics[0].error_code == 0);
     let topic_id = broker.registry.get("t").unwrap().id;
 
-    for &(api, min, max) in SUPPORTED {
+    for &crate::api_versions::Api {
+        key: api, min, max, ..
+    } in APIS
+    {
         for version in min..=max {
             match api {
                 ApiKey::Produce => {
@@ -187,7 +190,7 @@ async fn every_api_at_every_version_answers() {
                         Request::ApiVersions(ApiVersionsRequest::default()),
                     )
                     .await;
-                    check!(resp.api_keys.len() == SUPPORTED.len());
+                    check!(resp.api_keys.len() == APIS.len());
                 }
                 ApiKey::InitProducerId => {
                     let mut r = InitProducerIdRequest::default();

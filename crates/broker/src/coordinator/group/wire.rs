@@ -1,14 +1,16 @@
-//! The coordinator's side of the broker's request dispatch: decoding the
-//! group APIs and encoding their answers.
+//! The coordinator's side of the broker's request dispatch: the group APIs'
+//! requests and the encoding of their answers.
 //!
-//! The broker's codec has one variant, `Request::Group`, for every API in
-//! [`SUPPORTED_APIS`](super::SUPPORTED_APIS); it carries a [`GroupRequest`]
-//! decoded here, and the dispatcher hands it to [`handle`]. Keeping the
-//! per-API plumbing in this module keeps the broker's own files to one line
-//! each.
+//! The broker's codec has one variant, `Request::Group`, for every group
+//! API of the API table ([`crate::api_versions::APIS`], which decodes each
+//! into its [`GroupRequest`] variant), and the dispatcher hands it to
+//! [`handle`]. Keeping the per-API plumbing in this module keeps the
+//! broker's own files to one line each.
 
 use std::sync::Arc;
 
+use super::RequestContext;
+use crate::{broker::Broker, network::codec::encode_response};
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::OffsetCommitResponse;
@@ -21,10 +23,6 @@ use kafka_protocol::messages::{
     LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, RequestHeader, SyncGroupRequest,
 };
-use kafka_protocol::protocol::Decodable;
-
-use super::{RequestContext, SUPPORTED_APIS};
-use crate::{broker::Broker, network::codec::encode_response};
 
 /// A decoded request of one of the group coordinator's APIs.
 #[derive(Debug, Clone)]
@@ -43,39 +41,6 @@ pub enum GroupRequest {
     DeleteGroups(DeleteGroupsRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
-}
-
-/// Whether `api` is one of the coordinator's.
-pub fn handles(api: ApiKey) -> bool {
-    SUPPORTED_APIS.iter().any(|(key, _, _)| *key == api)
-}
-
-/// Decodes the body of a coordinator request.
-///
-/// # Errors
-///
-/// The decoder's message when the body does not parse, or when `api` is not
-/// a coordinator API.
-pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<GroupRequest, String> {
-    fn d<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
-        T::decode(buf, version).map_err(|e| e.to_string())
-    }
-    Ok(match api {
-        ApiKey::FindCoordinator => GroupRequest::FindCoordinator(d(buf, version)?),
-        ApiKey::JoinGroup => GroupRequest::JoinGroup(d(buf, version)?),
-        ApiKey::SyncGroup => GroupRequest::SyncGroup(d(buf, version)?),
-        ApiKey::Heartbeat => GroupRequest::Heartbeat(d(buf, version)?),
-        ApiKey::LeaveGroup => GroupRequest::LeaveGroup(d(buf, version)?),
-        ApiKey::OffsetCommit => GroupRequest::OffsetCommit(d(buf, version)?),
-        ApiKey::OffsetFetch => GroupRequest::OffsetFetch(d(buf, version)?),
-        ApiKey::OffsetDelete => GroupRequest::OffsetDelete(d(buf, version)?),
-        ApiKey::ListGroups => GroupRequest::ListGroups(d(buf, version)?),
-        ApiKey::DescribeGroups => GroupRequest::DescribeGroups(d(buf, version)?),
-        ApiKey::DeleteGroups => GroupRequest::DeleteGroups(d(buf, version)?),
-        ApiKey::ConsumerGroupHeartbeat => GroupRequest::ConsumerGroupHeartbeat(d(buf, version)?),
-        ApiKey::ConsumerGroupDescribe => GroupRequest::ConsumerGroupDescribe(d(buf, version)?),
-        other => return Err(format!("{other:?} is not a group coordinator API")),
-    })
 }
 
 /// Handles a coordinator request and encodes the answer frame.

@@ -1,5 +1,5 @@
-//! The coordinator's side of the broker's request dispatch: decoding its
-//! APIs, running them on the blocking pool, routing TxnOffsetCommit to the
+//! The coordinator's side of the broker's request dispatch: its APIs'
+//! requests (decoded by the API table, [`crate::api_versions::APIS`]), running them on the blocking pool, routing TxnOffsetCommit to the
 //! group coordinator once the transaction holds the group's partition, and
 //! the produce path's check of transactional batches.
 //!
@@ -9,7 +9,7 @@
 //! COORDINATOR_NOT_AVAILABLE.
 
 use {
-    super::{SUPPORTED_APIS, coordinator::TransactionCoordinator, state::TopicPartition},
+    super::{coordinator::TransactionCoordinator, state::TopicPartition},
     crate::{
         broker::Broker,
         coordinator::group::{OFFSETS_TOPIC, RequestContext},
@@ -28,7 +28,6 @@ use {
                 TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
             },
         },
-        protocol::Decodable,
     },
     krabka_ids::{ProducerEpoch, ProducerId},
     krabka_log::batch::BatchHeader,
@@ -48,34 +47,6 @@ pub enum TxnRequest {
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
     DescribeProducers(DescribeProducersRequest),
-}
-
-/// Whether `api` is one of the coordinator's.
-#[must_use]
-pub fn handles(api: ApiKey) -> bool {
-    SUPPORTED_APIS.iter().any(|(key, _, _)| *key == api)
-}
-
-/// Decodes the body of a coordinator request.
-///
-/// # Errors
-///
-/// The decoder's message when the body does not parse or `api` is not one
-/// of the coordinator's.
-pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<TxnRequest, String> {
-    fn d<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
-        T::decode(buf, version).map_err(|e| e.to_string())
-    }
-    Ok(match api {
-        ApiKey::AddPartitionsToTxn => TxnRequest::AddPartitionsToTxn(d(buf, version)?),
-        ApiKey::AddOffsetsToTxn => TxnRequest::AddOffsetsToTxn(d(buf, version)?),
-        ApiKey::EndTxn => TxnRequest::EndTxn(d(buf, version)?),
-        ApiKey::TxnOffsetCommit => TxnRequest::TxnOffsetCommit(d(buf, version)?),
-        ApiKey::DescribeTransactions => TxnRequest::DescribeTransactions(d(buf, version)?),
-        ApiKey::ListTransactions => TxnRequest::ListTransactions(d(buf, version)?),
-        ApiKey::DescribeProducers => TxnRequest::DescribeProducers(d(buf, version)?),
-        other => return Err(format!("{other:?} is not a transaction coordinator API")),
-    })
 }
 
 /// Runs a blocking coordinator call on the blocking pool.
