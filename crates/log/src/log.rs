@@ -67,6 +67,8 @@ pub struct Log {
     pub(crate) log_end_offset: AtomicI64,
     pub(crate) last_stable_offset: AtomicI64,
     pub(crate) closed: AtomicBool,
+    /// What opening the log removed or rebuilt.
+    pub(crate) recovery: crate::RecoveryReport,
 }
 
 impl std::fmt::Debug for Log {
@@ -80,6 +82,13 @@ impl std::fmt::Debug for Log {
 }
 
 impl Log {
+    /// What opening the log did: data removed by recovery (with offsets,
+    /// records and bytes) and indexes rebuilt.
+    #[must_use]
+    pub fn recovery_report(&self) -> &crate::RecoveryReport {
+        &self.recovery
+    }
+
     /// The partition directory.
     #[must_use]
     pub fn dir(&self) -> &Path {

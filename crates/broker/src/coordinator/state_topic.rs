@@ -131,11 +131,15 @@ pub fn encode_batch(
             timestamp_type: TimestampType::Creation,
             offset: i64::try_from(i).unwrap_or(i64::MAX),
             // Kafka's coordinators write base sequence 0 for a producer's
-            // batch (never checked) and none otherwise.
+            // batch (never checked) and none (-1) otherwise. The encoder
+            // starts a new batch wherever `offset - sequence` changes, so
+            // the sequence must step with the offset even when there is
+            // none: a record -1 below the next keeps one append one batch
+            // (all or nothing), with base sequence -1.
             sequence: if producer.is_some() {
                 i32::try_from(i).unwrap_or(i32::MAX)
             } else {
-                -1
+                i32::try_from(i).unwrap_or(i32::MAX).wrapping_sub(1)
             },
             timestamp: r.timestamp_ms,
             key: Some(r.key.clone()),
@@ -184,12 +188,16 @@ pub fn append(
 }
 
 /// Every entry of `log` from its start to its end, in offset order.
-/// Undecodable batches are skipped with a warning: one bad batch must not
-/// cost a coordinator the rest of its state.
+///
+/// A batch that fails its checks (CRC-32C, framing) is an error, not a
+/// gap: skipping it would drop committed state without a word, and the
+/// state built from the rest would be served as if whole. The caller
+/// refuses the partition instead (`COORDINATOR_NOT_AVAILABLE`).
 ///
 /// # Errors
 ///
-/// The log's error when a read fails.
+/// The log's error when a read fails; [`LogError::CorruptRecord`] naming
+/// the partition directory and offset of a batch that fails its checks.
 pub fn read_all(log: &Log) -> Result<Vec<LoadedEntry>, LogError> {
     let mut out = Vec::new();
     let mut next = log.log_start_offset();
@@ -205,13 +213,14 @@ pub fn read_all(log: &Log) -> Result<Vec<LoadedEntry>, LogError> {
             let Some(batch) = read.records.get(at..) else {
                 break;
             };
-            let records = match decode_records(batch) {
-                Ok(records) => records,
-                Err(e) => {
-                    tracing::warn!(dir = %log.dir().display(), error = %e, "skipping undecodable batch");
-                    continue;
-                }
-            };
+            let records = decode_records(batch).map_err(|e| LogError::CorruptRecord {
+                reason: format!(
+                    "{}: batch at offset {} ({} records): {e}",
+                    log.dir().display(),
+                    header.base_offset,
+                    header.record_count
+                ),
+            })?;
             let producer = header
                 .is_transactional()
                 .then_some(ProducerId(header.producer_id));
@@ -298,6 +307,13 @@ mod tests {
             Some((ProducerId(7), ProducerEpoch(1))),
         );
         check!(matches!(fenced, Err(LogError::InvalidProducerEpoch { .. })));
+        // Every append is one batch, whatever its number of records: a
+        // commit of many offsets is all or nothing.
+        let read = log.read(0, 1 << 20, log.log_end_offset(), true).unwrap();
+        let batches: Vec<_> = BatchScan::new(&read.records, true)
+            .map(|(_, h)| (h.base_offset, h.record_count, h.base_sequence))
+            .collect();
+        check!(batches == vec![(0, 2, -1), (2, 1, 0), (3, 1, 0), (4, 1, -1)]);
         let entries = read_all(&log).unwrap();
         check!(
             entries

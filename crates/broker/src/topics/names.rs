@@ -14,6 +14,28 @@ pub fn is_internal(name: &str) -> bool {
     INTERNAL_TOPICS.contains(&name)
 }
 
+/// The coordination client's state topic (`krabka-client-coordination`'s
+/// `COORDINATION_TOPIC`; the broker does not depend on that crate).
+pub const COORDINATION_STATE_TOPIC: &str = "__coordination_state";
+
+/// The topics whose records are a coordinator's committed state: group
+/// offsets, transactions, remote log metadata and coordination leases. A
+/// client may not delete them, delete their records or change their
+/// configs, and recovery never cuts a corrupt batch out of them silently:
+/// such a partition is refused instead.
+pub const STATE_TOPICS: &[&str] = &[
+    "__consumer_offsets",
+    "__transaction_state",
+    krabka_remote_storage_topic::REMOTE_LOG_METADATA_TOPIC,
+    COORDINATION_STATE_TOPIC,
+];
+
+/// Whether `name` is one of the [`STATE_TOPICS`].
+#[must_use]
+pub fn is_state_topic(name: &str) -> bool {
+    STATE_TOPICS.contains(&name)
+}
+
 /// Checks a topic name the way Kafka does.
 ///
 /// # Errors
