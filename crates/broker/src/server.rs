@@ -24,6 +24,17 @@ pub async fn run_until(
 ) -> Result<(), BrokerError> {
     let address = config.listener.bind_address();
     let metrics_address = config.metrics_listener;
+    // Before the logs open: what recovery removes is counted there.
+    if let Some(metrics_address) = metrics_address {
+        match metrics::install(metrics_address) {
+            Ok(()) => {
+                tracing::info!(address = %metrics_address, "serving Prometheus metrics on /metrics")
+            }
+            Err(e) => {
+                tracing::warn!(address = %metrics_address, error = %e, "metrics endpoint not started")
+            }
+        }
+    }
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))??;
@@ -47,16 +58,6 @@ pub async fn run_until(
         .await
         .map_err(|e| BrokerError::Task(format!("transaction coordinator: {e}")))?;
     let _ = broker.txns.set(txns);
-    if let Some(metrics_address) = metrics_address {
-        match metrics::install(metrics_address) {
-            Ok(()) => {
-                tracing::info!(address = %metrics_address, "serving Prometheus metrics on /metrics")
-            }
-            Err(e) => {
-                tracing::warn!(address = %metrics_address, error = %e, "metrics endpoint not started")
-            }
-        }
-    }
     let (host, port) = broker.advertised();
     tracing::info!(
         node_id = broker.config.node_id,
@@ -167,16 +168,24 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
             _ = retention.tick() => {
                 let broker = Arc::clone(&broker);
                 let _ = tokio::task::spawn_blocking(move || {
+                    let reserve = broker.log_dir.reserve();
                     for p in broker.partitions.all() {
                         if let Err(e) = p.log.maybe_roll() {
                             tracing::warn!(partition = ?p, error = %e, "segment roll failed");
                         }
-                        match p.log.apply_retention() {
+                        // Retention frees space: on a full disk the reserve
+                        // makes room for its checkpoint.
+                        match reserve.run_freeing(
+                            || p.log.apply_retention(),
+                            |e| crate::log_dir::reserve::is_out_of_space(e),
+                        ) {
                             Ok(0) => {}
                             Ok(n) => tracing::info!(partition = ?p, segments = n, "retention deleted segments"),
                             Err(e) => tracing::warn!(partition = ?p, error = %e, "retention failed"),
                         }
                     }
+                    // Put the reserve back once there is room again.
+                    reserve.ensure();
                 }).await;
             }
             _ = gauges.tick() => metrics::publish_log_sizes(&broker),

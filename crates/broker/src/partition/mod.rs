@@ -309,10 +309,25 @@ impl PartitionManager {
     ///
     /// [`BrokerError::Log`] / [`BrokerError::Io`] if the data cannot be removed.
     pub fn delete_topic(&self, topic: &str) -> Result<(), BrokerError> {
-        self.write_offline().retain(|(t, _), _| t != topic);
+        self.delete_partitions(topic, 0)
+    }
+
+    /// Removes the partitions `from..` of a topic and deletes their data
+    /// (an aborted CreatePartitions). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Log`] / [`BrokerError::Io`] if the data cannot be removed.
+    pub fn delete_partitions(&self, topic: &str, from: i32) -> Result<(), BrokerError> {
+        self.write_offline()
+            .retain(|(t, i), _| t != topic || *i < from);
         let removed: Vec<Arc<Partition>> = {
             let mut map = self.write_map();
-            let keys: Vec<_> = map.keys().filter(|(t, _)| t == topic).cloned().collect();
+            let keys: Vec<_> = map
+                .keys()
+                .filter(|(t, i)| t == topic && *i >= from)
+                .cloned()
+                .collect();
             keys.iter().filter_map(|k| map.remove(k)).collect()
         };
         for partition in removed {
