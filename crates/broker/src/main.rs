@@ -156,12 +156,30 @@ fn worm_heads(request: cli::worm_heads::HeadsRequest) -> ExitCode {
     }
 }
 
+/// Standard output for the log, where a failed write (the disk holding a
+/// redirected log is full) drops the line instead of failing: the
+/// subscriber would report the failure on stderr, and a failing stderr
+/// panics the process.
+struct LossyStdout;
+
+impl std::io::Write for LossyStdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(std::io::stdout().write(buf).unwrap_or(buf.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stdout().flush();
+        Ok(())
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
+        .with_writer(|| LossyStdout)
         .init();
     let cli = Cli::parse();
     match cli.command {
