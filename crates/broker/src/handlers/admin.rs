@@ -743,3 +743,60 @@ pub fn handle_describe_log_dirs(
     response.results = vec![result];
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn budgets_are_checked_per_request_and_per_broker() {
+        let limits = PartitionLimits {
+            per_broker: 100,
+            per_request: 10,
+        };
+        check!(limits.check(90, 0, 10).is_ok());
+        let per_request = limits.check(0, 6, 5).unwrap_err();
+        check!(per_request.code == ResponseError::PolicyViolation.code());
+        check!(
+            per_request
+                .message
+                .contains("krabka.max.partitions.per.request=10")
+        );
+        let per_broker = limits.check(95, 0, 6).unwrap_err();
+        check!(per_broker.message.contains("krabka.max.partitions=100"));
+        check!(per_broker.message.contains("it hosts 95"));
+        // No overflow on absurd counts.
+        check!(
+            limits
+                .check(i64::MAX, i64::MAX, i64::from(i32::MAX))
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_over_budget_topic_leaves_no_directory_and_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut raw = crate::config::RawSettings::default();
+        raw.set("log.dirs", &dir.path().display().to_string(), "test");
+        raw.set("log.cleaner.enable", "false", "test");
+        raw.set("krabka.max.partitions", "5", "test");
+        let broker =
+            Arc::new(Broker::open(crate::config::BrokerConfig::from_raw(&raw).unwrap()).unwrap());
+        let refused = create_topic(&broker, "big", i32::MAX, -1, &[], BTreeMap::new(), false)
+            .await
+            .unwrap_err();
+        check!(refused.code == ResponseError::PolicyViolation.code());
+        check!(broker.registry.get("big").is_none());
+        check!(!dir.path().join("big-0").exists());
+        check!(
+            create_topic(&broker, "ok", 5, -1, &[], BTreeMap::new(), false)
+                .await
+                .is_ok()
+        );
+        check!(dir.path().join("ok-4").exists());
+        let full = create_topic(&broker, "one-more", 1, -1, &[], BTreeMap::new(), false)
+            .await
+            .unwrap_err();
+        check!(full.code == ResponseError::PolicyViolation.code());
+    }
+}
