@@ -40,17 +40,28 @@ pub struct Broker {
     bound_port: AtomicU16,
     /// Flips to `true` when shutdown begins; long polls end early on it.
     shutdown: watch::Sender<bool>,
+    /// The log directory: its lock (held as long as the broker lives), its
+    /// identity and its space reserve.
+    pub log_dir: crate::log_dir::LogDir,
+    /// Serializes topic creation, partition creation and topic deletion
+    /// (admin operations only; no request path waits on it).
+    pub(crate) topic_changes: std::sync::Mutex<()>,
 }
 
 impl Broker {
-    /// Opens the registry and every partition it lists (recovering logs as
-    /// needed). Blocking.
+    /// Locks and identifies the log directory, opens the registry and every
+    /// partition it lists (recovering logs as needed). A partition that
+    /// cannot be opened is offline (refused with `KAFKA_STORAGE_ERROR`,
+    /// logged with its reason) while the others serve. Blocking.
     ///
     /// # Errors
     ///
-    /// [`BrokerError`] if the log directory, the registry or a log cannot be opened.
+    /// [`BrokerError`] if the log directory is refused (in use, another
+    /// node's, data without identity or registry; see [`crate::log_dir`]),
+    /// or the registry cannot be read.
     pub fn open(config: BrokerConfig) -> Result<Self, BrokerError> {
-        let registry = TopicRegistry::open(&config.log_dir)?;
+        let (log_dir, registry) = crate::log_dir::LogDir::open(&config.log_dir, config.node_id)?;
+        crate::log_dir::recover::sweep_leftovers(&config.log_dir, &registry)?;
         let cleaner = if config.cleaner_enable {
             let cleaner_config = krabka_log::CleanerConfig {
                 dedupe_buffer_size: config.cleaner_dedupe_buffer_size,
@@ -77,13 +88,30 @@ impl Broker {
                 continue;
             }
             let (log_config, extras) = topic_config::log_config(&config, &registry, &topic.configs);
-            partitions.open_partitions(
-                &topic.name,
-                topic.id,
-                0..topic.partitions,
-                &log_config,
-                extras,
-            )?;
+            let indexes: Vec<i32> = (0..topic.partitions).collect();
+            let open = |indexes: &[i32]| {
+                partitions.open_available(&topic.name, topic.id, indexes, &log_config, extras)
+            };
+            let mut failed = open(&indexes);
+            // Recovery after a crash writes a little (recovery point,
+            // flushed indexes): on a full disk, the reserve makes room.
+            if failed
+                .iter()
+                .any(|(_, e)| crate::log_dir::reserve::is_out_of_space(e))
+                && log_dir.reserve().release()
+            {
+                let retry: Vec<i32> = failed.iter().map(|(i, _)| *i).collect();
+                failed = open(&retry);
+            }
+            for (index, e) in failed {
+                tracing::error!(
+                    topic = %topic.name,
+                    partition = index,
+                    error = %e,
+                    "partition cannot be opened: it is offline (KAFKA_STORAGE_ERROR) until it is repaired"
+                );
+                partitions.mark_offline(&topic.name, index, e.to_string());
+            }
             tracing::info!(topic = %topic.name, partitions = topic.partitions, "opened topic");
         }
         let port = config.listener.port;
@@ -98,6 +126,8 @@ impl Broker {
             cluster: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,
+            log_dir,
+            topic_changes: std::sync::Mutex::new(()),
         })
     }
 
@@ -182,6 +212,34 @@ impl Broker {
             None => self
                 .registry
                 .allocate_producer_id()
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// A producer id from the block already reserved (the registry's, or in
+    /// cluster mode the database's), without blocking; `None` when the block
+    /// is used up (then [`Broker::reserve_producer_ids`]).
+    #[must_use]
+    pub fn try_allocate_producer_id(&self) -> Option<i64> {
+        match self.cluster.get() {
+            Some(node) => node.try_allocate_producer_id(),
+            None => self.registry.try_allocate_producer_id(),
+        }
+    }
+
+    /// Reserves the next block of producer ids if the current one is used
+    /// up. Blocking: call it without holding other locks.
+    ///
+    /// # Errors
+    ///
+    /// The reason when the block cannot be persisted (or, in cluster mode,
+    /// taken from the database).
+    pub fn reserve_producer_ids(&self) -> Result<(), String> {
+        match self.cluster.get() {
+            Some(node) => node.reserve_producer_ids_blocking(),
+            None => self
+                .registry
+                .reserve_producer_ids()
                 .map_err(|e| e.to_string()),
         }
     }

@@ -30,6 +30,15 @@ pub enum BrokerError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The log directory cannot be used: in use by another process, another
+    /// node's or cluster's, or missing its identity or topic registry.
+    #[error("log directory {dir}: {reason}")]
+    LogDir {
+        /// The log directory.
+        dir: PathBuf,
+        /// What is wrong, and what to do about it.
+        reason: String,
+    },
     /// The storage engine refused an operation.
     #[error("log {dir}: {source}")]
     Log {

@@ -1,5 +1,5 @@
-//! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`
-//! `krabka cluster status [--config FILE] [--override name=value]...`,
+//! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`,
+//! `krabka recover [--config FILE] [--override name=value]... [--accept-loss TOPIC-PARTITION]... [--dry-run]`,
 //! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]` and
 //! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`,
 //! and the operator commands over the Kafka protocol (`topic`, `group`,
@@ -40,6 +40,27 @@ enum Command {
         /// Override one setting, e.g. `--override num.partitions=3`; repeatable.
         #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
         overrides: Vec<String>,
+    },
+    /// Repair a log directory the broker refuses to start on, on purpose:
+    /// rebuild a lost topic registry (and meta.properties) from the
+    /// partition directories, and cut corruption out of partitions named
+    /// with --accept-loss, printing everything it does. Takes the
+    /// directory's lock: stop the broker first.
+    Recover {
+        /// The broker's server.properties-style file (log.dirs, node.id).
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override one setting, e.g. `--override log.dirs=/data`; repeatable.
+        #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
+        overrides: Vec<String>,
+        /// Check every batch of this partition (TOPIC-PARTITION, e.g.
+        /// __consumer_offsets-7) and cut it at the first invalid one, as
+        /// Kafka's recovery does, reporting the records removed; repeatable.
+        #[arg(long = "accept-loss", value_name = "TOPIC-PARTITION")]
+        accept_loss: Vec<String>,
+        /// Say what would be done; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Inspect the KIP-405 remote log metadata of a running cluster.
     RemoteMetadata {
@@ -165,8 +186,12 @@ fn init_logging(serving: bool, json: bool) {
     });
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match (serving, json) {
-        (true, true) => builder.json().flatten_event(true).init(),
-        (true, false) => builder.init(),
+        (true, true) => builder
+            .json()
+            .flatten_event(true)
+            .with_writer(|| LossyStdout)
+            .init(),
+        (true, false) => builder.with_writer(|| LossyStdout).init(),
         (false, _) => builder.with_writer(std::io::stderr).init(),
     }
 }
@@ -190,6 +215,23 @@ fn cluster_status(config: Option<PathBuf>, overrides: &[String]) -> ExitCode {
             ExitCode::SUCCESS
         }
         None => ExitCode::FAILURE,
+    }
+}
+
+/// Standard output for the log, where a failed write (the disk holding a
+/// redirected log is full) drops the line instead of failing: the
+/// subscriber would report the failure on stderr, and a failing stderr
+/// panics the process.
+struct LossyStdout;
+
+impl std::io::Write for LossyStdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(std::io::stdout().write(buf).unwrap_or(buf.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stdout().flush();
+        Ok(())
     }
 }
 
@@ -235,6 +277,36 @@ fn main() -> ExitCode {
             topic,
             timeout: std::time::Duration::from_secs(timeout_secs),
         }),
+        Command::Recover {
+            config,
+            overrides,
+            accept_loss,
+            dry_run,
+        } => {
+            let config = match load(config, &overrides) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("krabka: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let request = krabka_broker::log_dir::recover::RecoverRequest {
+                accept_loss,
+                dry_run,
+            };
+            match krabka_broker::log_dir::recover::run(&config, &request) {
+                Ok(lines) => {
+                    for line in lines {
+                        println!("{line}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("krabka: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Serve { config, overrides } => {
             let config = match load(config, &overrides) {
                 Ok(c) => c,

@@ -456,3 +456,34 @@ pub fn connections_open(n: usize) {
 pub fn connection_refused(reason: &'static str) {
     counter!("krabka_connections_refused_total", "reason" => reason).increment(1);
 }
+
+/// The space reserve of the log directory was given back to let an
+/// operation that frees space run on a full disk.
+pub fn space_reserve_released() {
+    counter!("krabka_log_dir_space_reserve_released_total").increment(1);
+}
+
+/// What opening one partition's log removed (recovery at start): counted
+/// per topic, by cause.
+pub fn recovery_removed(topic: &str, report: &krabka_log::RecoveryReport) {
+    for removal in &report.removals {
+        let cause = match removal.cause {
+            krabka_log::recovery::LossCause::TornTail => "torn_tail",
+            krabka_log::recovery::LossCause::Corruption { .. } => "corruption",
+            krabka_log::recovery::LossCause::AfterCorruption => "after_corruption",
+        };
+        let labels = [("topic", topic.to_owned()), ("cause", cause.to_owned())];
+        counter!("krabka_log_recovery_truncations_total", &labels).increment(1);
+        counter!("krabka_log_recovery_removed_records_total", &labels).increment(removal.records);
+        counter!("krabka_log_recovery_removed_bytes_total", &labels).increment(removal.bytes);
+    }
+    if !report.rebuilt_indexes.is_empty() {
+        counter!("krabka_log_recovery_rebuilt_indexes_total", "topic" => topic.to_owned())
+            .increment(report.rebuilt_indexes.len() as u64);
+    }
+}
+
+/// Partitions that could not be opened and are refused (KAFKA_STORAGE_ERROR).
+pub fn offline_partitions(count: usize) {
+    gauge!("krabka_offline_partitions").set(count as f64);
+}

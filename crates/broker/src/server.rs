@@ -221,16 +221,24 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
             _ = retention.tick() => {
                 let broker = Arc::clone(&broker);
                 let _ = tokio::task::spawn_blocking(move || {
+                    let reserve = broker.log_dir.reserve();
                     for p in broker.partitions.all() {
                         if let Err(e) = p.log.maybe_roll() {
                             tracing::warn!(partition = ?p, error = %e, "segment roll failed");
                         }
-                        match p.log.apply_retention() {
+                        // Retention frees space: on a full disk the reserve
+                        // makes room for its checkpoint.
+                        match reserve.run_freeing(
+                            || p.log.apply_retention(),
+                            |e| crate::log_dir::reserve::is_out_of_space(e),
+                        ) {
                             Ok(0) => {}
                             Ok(n) => tracing::info!(partition = ?p, segments = n, "retention deleted segments"),
                             Err(e) => tracing::warn!(partition = ?p, error = %e, "retention failed"),
                         }
                     }
+                    // Put the reserve back once there is room again.
+                    reserve.ensure();
                 }).await;
             }
             _ = gauges.tick() => metrics::publish(&broker),

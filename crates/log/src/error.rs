@@ -113,6 +113,28 @@ pub enum LogError {
         /// The partition directory.
         dir: PathBuf,
     },
+    /// Recovery found a corrupt batch with valid data after it, and the log
+    /// was opened with [`crate::recovery::CorruptionPolicy::Refuse`]: nothing
+    /// was cut (`KAFKA_STORAGE_ERROR`).
+    #[error(
+        "log {dir} is corrupt: segment {segment} has an invalid batch at byte {position} (offset {offset}): {reason}; {records_after} records ({bytes_after} bytes) lie after it; nothing was removed"
+    )]
+    CorruptLog {
+        /// The partition directory.
+        dir: PathBuf,
+        /// Base offset of the segment.
+        segment: i64,
+        /// Byte position of the invalid batch in the segment.
+        position: u64,
+        /// The offset the invalid batch should start at.
+        offset: i64,
+        /// What is wrong with it.
+        reason: String,
+        /// Records that recovery would remove (at least).
+        records_after: u64,
+        /// Bytes that recovery would remove.
+        bytes_after: u64,
+    },
     /// An I/O error on a log file (`KAFKA_STORAGE_ERROR`).
     #[error("i/o error on {path}: {source}")]
     Io {
@@ -147,7 +169,10 @@ impl LogError {
             Self::InvalidProducerEpoch { .. } => 47,
             Self::InvalidTxnState { .. } => 48,
             Self::TopicIdMismatch { .. } => 103,
-            Self::CorruptFile { .. } | Self::Closed { .. } | Self::Io { .. } => 56,
+            Self::CorruptFile { .. }
+            | Self::CorruptLog { .. }
+            | Self::Closed { .. }
+            | Self::Io { .. } => 56,
         }
     }
 

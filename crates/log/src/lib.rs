@@ -36,6 +36,7 @@ pub mod leader_epoch;
 mod load;
 mod log;
 pub mod producer_state;
+pub mod recovery;
 pub mod segment;
 pub mod txn_index;
 mod types;
@@ -49,6 +50,7 @@ pub use {
     leader_epoch::EpochEntry,
     log::Log,
     producer_state::ProducerSummary,
+    recovery::{CorruptionPolicy, OpenOptions, RecoveryReport},
     types::{AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, TimestampOffset},
     validate::RecordError,
 };

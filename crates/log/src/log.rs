@@ -67,6 +67,8 @@ pub struct Log {
     pub(crate) log_end_offset: AtomicI64,
     pub(crate) last_stable_offset: AtomicI64,
     pub(crate) closed: AtomicBool,
+    /// What opening the log removed or rebuilt.
+    pub(crate) recovery: crate::RecoveryReport,
 }
 
 impl std::fmt::Debug for Log {
@@ -80,6 +82,13 @@ impl std::fmt::Debug for Log {
 }
 
 impl Log {
+    /// What opening the log did: data removed by recovery (with offsets,
+    /// records and bytes) and indexes rebuilt.
+    #[must_use]
+    pub fn recovery_report(&self) -> &crate::RecoveryReport {
+        &self.recovery
+    }
+
     /// The partition directory.
     #[must_use]
     pub fn dir(&self) -> &Path {
@@ -868,6 +877,12 @@ impl Log {
             break;
         }
         if count == 0 {
+            // A pass whose checkpoint write failed (full disk) deleted its
+            // segments already: the log start still follows them.
+            let first = self.active_or_first_base();
+            if first > self.log_start_offset() {
+                self.set_log_start_offset(first)?;
+            }
             return Ok(0);
         }
         let removed: Vec<Arc<Segment>> = {
@@ -877,12 +892,15 @@ impl Log {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             list.drain(..count).collect()
         };
+        // The files go first: that frees space, so retention works on a full
+        // disk, and the checkpoint written after them is only advisory (a
+        // start takes the first segment's base when it is higher).
+        for seg in &removed {
+            seg.delete_files(&self.dir)?;
+        }
         let new_first = self.active_or_first_base();
         if new_first > self.log_start_offset() {
             self.set_log_start_offset(new_first)?;
-        }
-        for seg in &removed {
-            seg.delete_files(&self.dir)?;
         }
         // Producer snapshots below the new first segment are of no use any more,
         // but the latest one is kept whatever its offset.

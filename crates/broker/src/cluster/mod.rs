@@ -196,25 +196,59 @@ impl ClusterNode {
     ///
     /// A message when the lease lapsed or the database is out of reach.
     pub fn allocate_producer_id_blocking(&self) -> Result<i64, String> {
+        if let Some(id) = self.try_allocate_producer_id() {
+            return Ok(id);
+        }
+        self.reserve_producer_ids_blocking()?;
+        self.try_allocate_producer_id()
+            .ok_or_else(|| "the producer-id block taken from the database is empty".to_owned())
+    }
+
+    /// A producer id from the block this broker holds, without a database
+    /// round trip; `None` when the block is used up.
+    #[must_use]
+    pub fn try_allocate_producer_id(&self) -> Option<i64> {
+        let mut ids = self
+            .producer_ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (!ids.is_empty()).then(|| {
+            let id = ids.start;
+            ids.start += 1;
+            id
+        })
+    }
+
+    /// Takes a fresh block of producer ids from the database when the one
+    /// held is used up. Blocking: runs on the calling (blocking) thread.
+    ///
+    /// # Errors
+    ///
+    /// The reason when this broker's lease lapsed or the database refused.
+    pub fn reserve_producer_ids_blocking(&self) -> Result<(), String> {
+        let used_up = self
+            .producer_ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty();
+        if !used_up {
+            return Ok(());
+        }
+        let lease = self
+            .broker_lease()
+            .ok_or_else(|| "this broker's cluster lease lapsed".to_owned())?;
+        let block = self
+            .runtime
+            .block_on(self.cluster.allocate_producer_ids(&lease, PRODUCER_ID_BLOCK))
+            .map_err(|e| e.to_string())?;
         let mut ids = self
             .producer_ids
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if ids.is_empty() {
-            let lease = self
-                .broker_lease()
-                .ok_or_else(|| "this broker's cluster lease lapsed".to_owned())?;
-            *ids = self
-                .runtime
-                .block_on(
-                    self.cluster
-                        .allocate_producer_ids(&lease, PRODUCER_ID_BLOCK),
-                )
-                .map_err(|e| e.to_string())?;
+            *ids = block;
         }
-        let id = ids.start;
-        ids.start += 1;
-        Ok(id)
+        Ok(())
     }
 
     /// One renewal round: renew (or re-register), try for the controller

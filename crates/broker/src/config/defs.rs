@@ -536,6 +536,27 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         true,
         "Timestamp type of messages.",
     ),
+    // Partition budgets (Kafka has none: KIP-578 was never adopted).
+    broker(
+        "krabka.max.partitions",
+        Some("4000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Most partitions this broker hosts, internal topics included; CreateTopics and CreatePartitions beyond it are refused (POLICY_VIOLATION) before any file is created. Kafka's guidance is at most 4000 per broker.",
+    ),
+    broker(
+        "krabka.max.partitions.per.request",
+        Some("1000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Most partitions one CreateTopics or CreatePartitions request may add, all its topics together (POLICY_VIOLATION beyond).",
+    ),
     broker(
         "log.message.timestamp.before.max.ms",
         Some("9223372036854775807"),

@@ -455,6 +455,14 @@ async fn alter_resource(
                     format!("Topic {name} does not exist"),
                 )
             })?;
+            if crate::topics::names::is_state_topic(&name) {
+                // Its configs are what keeps the coordinators' state
+                // (compaction, infinite retention).
+                return Err(refuse(
+                    ResponseError::InvalidTopicException,
+                    format!("Cannot alter the configs of internal topic {name}."),
+                ));
+            }
             let next = apply(&meta.configs, changes, true, replace)?;
             crate::remote::settings::validate_topic(
                 crate::remote::settings::system_enabled(&broker.config),

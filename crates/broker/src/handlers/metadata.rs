@@ -74,6 +74,16 @@ fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataRe
             } else if broker.partitions.get(&topic.name, index).is_none() {
                 p.error_code = ResponseError::LeaderNotAvailable.code();
                 p.leader_id = BrokerId(-1);
+                if broker
+                    .partitions
+                    .offline_reason(&topic.name, index)
+                    .is_some()
+                {
+                    // Its only replica's log could not be opened (Kafka's
+                    // replica on a failed log directory).
+                    p.isr_nodes = Vec::new();
+                    p.offline_replicas = vec![node];
+                }
             }
             p
         })

@@ -66,10 +66,15 @@ pub fn queue_produce(
     };
     let (version, correlation_id) = (request.version, request.header.correlation_id);
     let acks = r.acks;
-    let queued = produce::queue_produce(broker, version, r);
+    let queued = produce::queue_produce(broker, version, client_id(&request.header), r);
     Queued::Produce(
         async move { produce_reply(version, correlation_id, acks, queued.answer().await) },
     )
+}
+
+/// The request's `client.id` ("" when absent).
+fn client_id(header: &kafka_protocol::messages::RequestHeader) -> &str {
+    header.client_id.as_ref().map_or("", |c| c.as_str())
 }
 
 fn produce_reply(
@@ -120,7 +125,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
         ),
         Request::Produce(r) => {
             let acks = r.acks;
-            let queued = produce::queue_produce(broker, version, r);
+            let queued = produce::queue_produce(broker, version, client_id(&header), r);
             return produce_reply(version, correlation_id, acks, queued.answer().await);
         }
         Request::Fetch(r) => {

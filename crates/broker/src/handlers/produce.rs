@@ -62,10 +62,16 @@ impl std::fmt::Debug for QueuedProduce {
     }
 }
 
-/// Checks a Produce request and queues its batches at their partitions'
-/// logs (see [`crate::partition::Partition::queue_append`]); what cannot be
-/// appended is answered at once. Must be called within a tokio runtime.
-pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> QueuedProduce {
+/// Checks a Produce request from client `client_id` and queues its batches
+/// at their partitions' logs (see
+/// [`crate::partition::Partition::queue_append`]); what cannot be appended
+/// is answered at once. Must be called within a tokio runtime.
+pub fn queue_produce(
+    broker: &Arc<Broker>,
+    version: i16,
+    client_id: &str,
+    request: ProduceRequest,
+) -> QueuedProduce {
     let by_id = version >= 13;
     let transactional = request
         .transactional_id
@@ -99,7 +105,12 @@ pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest
             let refuse = |code: ResponseError, message: String| {
                 partition_error(data.index, code.code(), Some(message))
             };
-            let answer = if !valid_acks {
+            let internal = meta
+                .as_ref()
+                .and_then(|m| crate::topics::names::produce_refusal(&m.name, client_id));
+            let answer = if let Some(message) = internal {
+                refuse(ResponseError::InvalidTopicException, message)
+            } else if !valid_acks {
                 refuse(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, got {}", request.acks),
@@ -168,6 +179,11 @@ pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest
                     ResponseError::UnknownTopicId,
                     "This server does not host this topic ID.".into(),
                 )
+            } else if let Some(reason) = meta
+                .as_ref()
+                .and_then(|m| broker.partitions.offline_reason(&m.name, data.index))
+            {
+                refuse(ResponseError::KafkaStorageError, reason)
             } else {
                 refuse(
                     meta.as_ref()

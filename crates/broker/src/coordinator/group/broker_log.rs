@@ -147,6 +147,13 @@ impl GroupLog for PartitionGroupLog {
     }
 
     async fn read_all(&self, partition: i32) -> Result<Vec<GroupLogEntry>, GroupError> {
+        if let Some(reason) = self
+            .broker
+            .upgrade()
+            .and_then(|b| b.partitions.offline_reason(OFFSETS_TOPIC, partition))
+        {
+            return Err(GroupError::Log { partition, reason });
+        }
         let Ok(target) = self.partition(partition) else {
             return Ok(Vec::new());
         };

@@ -126,6 +126,42 @@ fn unavailable(request: &TxnRequest, version: i16) -> Result<Box<dyn Encodable>,
     })
 }
 
+/// Whether a request needs a `__transaction_state` (or, for the offsets of
+/// a transaction, `__consumer_offsets`) partition that could not be loaded
+/// at start: it is then answered COORDINATOR_NOT_AVAILABLE, never served
+/// from a state missing that partition.
+fn needs_unavailable_partition(
+    broker: &Broker,
+    c: &TransactionCoordinator,
+    request: &TxnRequest,
+    version: i16,
+) -> bool {
+    let txn = |id: &str| c.unavailable_reason(id).is_some();
+    let group = |g: &str| {
+        broker
+            .groups
+            .get()
+            .is_some_and(|groups| groups.unavailable_reason(g).is_some())
+    };
+    match request {
+        TxnRequest::AddPartitionsToTxn(r) if version < 4 => {
+            txn(r.v3_and_below_transactional_id.0.as_str())
+        }
+        TxnRequest::AddPartitionsToTxn(r) => r
+            .transactions
+            .iter()
+            .any(|t| txn(t.transactional_id.0.as_str())),
+        TxnRequest::AddOffsetsToTxn(r) => {
+            txn(r.transactional_id.0.as_str()) || group(r.group_id.0.as_str())
+        }
+        TxnRequest::TxnOffsetCommit(r) => {
+            txn(r.transactional_id.0.as_str()) || group(r.group_id.0.as_str())
+        }
+        TxnRequest::EndTxn(r) => txn(r.transactional_id.0.as_str()),
+        _ => false,
+    }
+}
+
 /// A response `encode_response` can write (object-safe stand-in).
 trait Encodable {
     fn encode(&self, api_key: ApiKey, version: i16, correlation_id: i32) -> Result<Bytes, String>;
@@ -243,6 +279,9 @@ pub async fn handle(
     let Some(c) = broker.txns.get().map(Arc::clone) else {
         return unavailable(&request, version)?.encode(api_key, version, correlation_id);
     };
+    if needs_unavailable_partition(broker, &c, &request, version) {
+        return unavailable(&request, version)?.encode(api_key, version, correlation_id);
+    }
     let b = Arc::clone(broker);
     let exists = move |topic: &str, partition: i32| b.partitions.get(topic, partition).is_some();
     match request {
@@ -300,6 +339,13 @@ pub async fn init_producer_id(
     let Some(c) = broker.txns.get().map(Arc::clone) else {
         return failed(ResponseError::CoordinatorNotAvailable.code());
     };
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| c.unavailable_reason(id.0.as_str()).is_some())
+    {
+        return failed(ResponseError::CoordinatorNotAvailable.code());
+    }
     match blocking(move || c.handle_init_producer_id(version, &request)).await {
         Ok(response) => response,
         Err(reason) => {
