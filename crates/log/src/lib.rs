@@ -46,7 +46,7 @@ pub use {
     config::{CleanerConfig, CleanupPolicy, LogConfig, TimestampType},
     error::LogError,
     leader_epoch::EpochEntry,
-    log::Log,
+    log::{Log, tiering::TierableSegment},
     producer_state::ProducerSummary,
     types::{AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, TimestampOffset},
 };
