@@ -67,6 +67,6 @@ pub fn bytes_out(n: usize) {
 pub fn publish_log_sizes(broker: &Arc<Broker>) {
     for p in broker.partitions.all() {
         gauge!("krabka_partition_log_size_bytes", "topic" => p.topic.clone(), "partition" => p.index.to_string())
-            .set(p.log.size_bytes() as f64);
+            .set(p.local_log().size_bytes() as f64);
     }
 }

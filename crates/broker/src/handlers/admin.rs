@@ -9,6 +9,7 @@ use {
     crate::{
         broker::Broker,
         config::defs,
+        partition::PartitionStorage,
         topics::{RegistryRefusal, TopicMeta, config as topic_config, names},
     },
     kafka_protocol::{
@@ -164,7 +165,7 @@ pub async fn create_topic(
     }
     let broker = Arc::clone(broker);
     let name = name.to_owned();
-    tokio::task::spawn_blocking(move || {
+    crate::blocking::run(move || {
         let meta = broker.registry.create(&name, partitions, configs)?;
         let (log_config, extras) = topic_config::log_config(&broker.config, &broker.registry, &meta.configs);
         if let Err(e) = broker.partitions.open_partitions(&name, meta.id, 0..partitions, &log_config, extras) {
@@ -306,7 +307,7 @@ pub async fn handle_delete_topics(
                 result.name = Some(TopicName(StrBytes::from_string(meta.name.clone())));
                 result.topic_id = meta.id;
                 let broker = Arc::clone(broker);
-                tokio::task::spawn_blocking(move || -> Result<(), AdminError> {
+                crate::blocking::run(move || -> Result<(), AdminError> {
                     // The remote data goes through the partition delete
                     // lifecycle, journaled first so a restart finishes it.
                     if let Some(rlm) = broker.remote.get() {
@@ -371,7 +372,7 @@ pub async fn handle_create_partitions(
             }
             let broker = Arc::clone(broker);
             let count = topic.count;
-            tokio::task::spawn_blocking(move || -> Result<(), AdminError> {
+            crate::blocking::run(move || -> Result<(), AdminError> {
                 let old = broker.registry.set_partitions(&meta.name, count)?;
                 let (log_config, extras) = topic_config::log_config(&broker.config, &broker.registry, &meta.configs);
                 broker
@@ -392,7 +393,8 @@ pub async fn handle_create_partitions(
     response
 }
 
-/// Handles DeleteRecords: moves each partition's log start offset forward.
+/// Handles DeleteRecords: moves each partition's log start offset forward
+/// through its storage seam.
 pub async fn handle_delete_records(
     broker: &Arc<Broker>,
     request: DeleteRecordsRequest,
@@ -405,41 +407,12 @@ pub async fn handle_delete_records(
             let mut r = DeleteRecordsPartitionResult::default();
             r.partition_index = p.partition_index;
             r.low_watermark = -1;
-            match broker.partitions.get(&topic.name.0, p.partition_index) {
+            match broker.partitions.storage(&topic.name.0, p.partition_index) {
                 None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                Some(partition) => {
-                    let log = Arc::clone(&partition.log);
-                    let wanted = p.offset;
-                    // A tiered partition's log start may lie in the remote tier.
-                    let pending = crate::remote::fetch::remote_pending(broker, &partition);
-                    let rlm = broker
-                        .remote
-                        .get()
-                        .filter(|_| crate::remote::RemoteLogManager::is_tiered(broker, &partition))
-                        .cloned();
-                    let outcome = tokio::task::spawn_blocking(move || {
-                        if pending {
-                            return Err(ResponseError::LeaderNotAvailable.code());
-                        }
-                        let hw = log.log_end_offset();
-                        let target = if wanted == -1 { hw } else { wanted };
-                        if target < 0 || target > hw {
-                            return Err(ResponseError::OffsetOutOfRange.code());
-                        }
-                        match rlm {
-                            Some(rlm) => rlm.delete_records(&partition, target),
-                            None => log
-                                .advance_log_start_offset(target)
-                                .map_err(|e| e.kafka_error_code()),
-                        }
-                    })
-                    .await
-                    .unwrap_or(Err(ResponseError::UnknownServerError.code()));
-                    match outcome {
-                        Ok(low) => r.low_watermark = low,
-                        Err(code) => r.error_code = code,
-                    }
-                }
+                Some(partition) => match partition.delete_records(p.offset).await {
+                    Ok(low) => r.low_watermark = low,
+                    Err(e) => r.error_code = e.kafka_error_code(),
+                },
             }
             t.partitions.push(r);
         }
@@ -449,17 +422,22 @@ pub async fn handle_delete_records(
 }
 
 /// Handles DescribeLogDirs: the one log directory and its partition sizes.
-#[must_use]
-pub fn handle_describe_log_dirs(
-    broker: &Broker,
+/// The directory and volume calls run on the blocking pool.
+pub async fn handle_describe_log_dirs(
+    broker: &Arc<Broker>,
     request: &DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
     let mut result = DescribeLogDirsResult::default();
-    let dir = std::fs::canonicalize(&broker.config.log_dir)
-        .unwrap_or_else(|_| broker.config.log_dir.clone());
+    let configured = broker.config.log_dir.clone();
+    let (dir, (total, usable)) = crate::blocking::run(move || {
+        let dir = std::fs::canonicalize(&configured).unwrap_or(configured);
+        // v4+ carries the volume's size and free space; older versions keep -1.
+        let space = crate::handlers::disk::volume_bytes(&dir).unwrap_or((-1, -1));
+        (dir, space)
+    })
+    .await
+    .unwrap_or_else(|_| (broker.config.log_dir.clone(), (-1, -1)));
     result.log_dir = StrBytes::from_string(dir.display().to_string());
-    // v4+ carries the volume's size and free space; older versions keep -1.
-    let (total, usable) = crate::handlers::disk::volume_bytes(&dir).unwrap_or((-1, -1));
     result.total_bytes = total;
     result.usable_bytes = usable;
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
@@ -479,7 +457,7 @@ pub fn handle_describe_log_dirs(
         let mut p = DescribeLogDirsPartition::default();
         p.partition_index = partition.index;
         // Local bytes only, as Kafka reports (remote sizes are in the metrics).
-        p.partition_size = i64::try_from(partition.log.size_bytes()).unwrap_or(i64::MAX);
+        p.partition_size = i64::try_from(partition.size_bytes()).unwrap_or(i64::MAX);
         by_topic.entry(partition.topic.clone()).or_default().push(p);
     }
     result.topics = by_topic

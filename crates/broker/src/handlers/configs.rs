@@ -354,7 +354,7 @@ async fn alter_resource(
                 return Ok(());
             }
             let broker = Arc::clone(broker);
-            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+            crate::blocking::run(move || -> Result<(), Refusal> {
                 if tiering == TieringChange::Disable
                     && let Some(rlm) = broker.remote.get()
                 {
@@ -389,7 +389,7 @@ async fn alter_resource(
                 return Ok(());
             }
             let broker = Arc::clone(broker);
-            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+            crate::blocking::run(move || -> Result<(), Refusal> {
                 broker
                     .registry
                     .set_broker_configs(&name, next)

@@ -131,17 +131,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             let queued = produce::queue_produce(broker, version, r);
             return produce_reply(version, correlation_id, acks, queued.answer().await);
         }
-        Request::Fetch(r) => {
-            let response = fetch::handle_fetch(broker, version, r).await;
-            let out: usize = response
-                .responses
-                .iter()
-                .flat_map(|t| t.partitions.iter())
-                .map(|p| p.records.as_ref().map_or(0, Bytes::len))
-                .sum();
-            crate::metrics::bytes_out(out);
-            encode_response(api_key, version, correlation_id, &response)
-        }
+        Request::Fetch(r) => fetch::answer(broker, version, correlation_id, r).await,
         Request::ListOffsets(r) => encode_response(
             api_key,
             version,
@@ -182,7 +172,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             api_key,
             version,
             correlation_id,
-            &admin::handle_describe_log_dirs(broker, &r),
+            &admin::handle_describe_log_dirs(broker, &r).await,
         ),
         Request::DescribeCluster(r) => encode_response(
             api_key,

@@ -116,7 +116,7 @@ impl Harness {
         )
         .unwrap();
         let (rlm, broker) = (Arc::clone(&again), Arc::clone(&self.broker));
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             rlm.before_first_pass(&broker);
             rlm.run_once(&broker);
         })
@@ -146,7 +146,7 @@ impl Harness {
     /// One task pass on a blocking thread, as the task runs it.
     async fn pass(&self) {
         let (rlm, broker) = (Arc::clone(&self.rlm), Arc::clone(&self.broker));
-        tokio::task::spawn_blocking(move || rlm.run_once(&broker))
+        crate::blocking::run(move || rlm.run_once(&broker))
             .await
             .unwrap();
     }
@@ -207,7 +207,7 @@ fn batch(tag: &str, ts: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
 }
 
 fn append(p: &Partition, records: Bytes) -> i64 {
-    p.log
+    p.local_log()
         .append_as_leader(records, LEADER_EPOCH)
         .unwrap()
         .first_offset
@@ -260,7 +260,7 @@ async fn read_committed_from_the_tier_reports_remote_aborted_transactions() {
         if !commit {
             aborted_first.push(first);
         }
-        p.log
+        p.local_log()
             .append_control_marker(
                 ControlMarker {
                     producer_id: ProducerId(pid),
@@ -274,15 +274,15 @@ async fn read_committed_from_the_tier_reports_remote_aborted_transactions() {
     }
     append(&p, batch("tail", 1_000, None));
     h.pass().await;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     check!(local_start > 100, "most segments left local disk");
-    check!(h.rlm.log_start_offset(&p) == 0);
+    check!(p.log_start_offset() == 0);
 
     // Walk the whole log read_committed from 0, as a consumer does.
     let mut offset = 0;
     let mut reported = Vec::new();
     let mut remote_reads = 0;
-    while offset < p.log.last_stable_offset() {
+    while offset < p.local_log().last_stable_offset() {
         let data = fetch(&h, "txn", offset, READ_COMMITTED).await;
         check!(data.error_code == 0);
         if offset < local_start {
@@ -348,7 +348,7 @@ async fn timestamp_lookups_reach_into_the_tier() {
         append(&p, batch(&format!("b{n}"), ts, None));
     }
     h.pass().await;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     check!(local_start > 50);
     let lookup = |ts: i64| {
         h.rlm
@@ -441,7 +441,7 @@ async fn delete_records_below_the_local_start_moves_the_log_start_and_deletes_re
         append(&p, batch(&format!("b{n}"), 1_000, None));
     }
     h.pass().await;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     let before = h.tier_logs(&p);
     check!(before.len() > 3);
     // An offset in the middle of the third remote segment.
@@ -451,7 +451,7 @@ async fn delete_records_below_the_local_start_moves_the_log_start_and_deletes_re
 
     check!(delete_records(&h, "dr", target).await == (0, target));
     // Answered at once from the persisted offset; an older target is a no-op.
-    check!(h.rlm.log_start_offset(&p) == target);
+    check!(p.log_start_offset() == target);
     check!(delete_records(&h, "dr", 5).await == (0, target));
     let data = fetch(&h, "dr", 0, 0).await;
     check!(data.error_code == kafka_protocol::error::ResponseError::OffsetOutOfRange.code());
@@ -460,15 +460,15 @@ async fn delete_records_below_the_local_start_moves_the_log_start_and_deletes_re
     h.pass().await;
     // The two segments wholly below the new start are gone from the tier.
     check!(h.tier_logs(&p) == before[2..].to_vec());
-    check!(h.rlm.log_start_offset(&p) == target);
+    check!(p.log_start_offset() == target);
     let data = fetch(&h, "dr", target, 0).await;
     check!(data.error_code == 0);
     check!(decode(data.records.as_ref().unwrap())[0].offset <= target);
 
     // After a restart (a new manager over the same metadata and disk) the
     // log start is still the one DeleteRecords set.
-    let again = h.restarted().await;
-    check!(again.log_start_offset(&p) == target);
+    let _again = h.restarted().await;
+    check!(p.log_start_offset() == target);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -479,12 +479,15 @@ async fn delete_records_on_a_tiered_topic_above_the_local_start_also_drops_the_t
         append(&p, batch(&format!("b{n}"), 1_000, None));
     }
     h.pass().await;
-    check!(p.log.log_start_offset() == 0, "local retention unlimited");
+    check!(
+        p.local_log().log_start_offset() == 0,
+        "local retention unlimited"
+    );
     check!(!h.tier_logs(&p).is_empty());
-    let target = p.log.log_end_offset() - 5;
+    let target = p.local_log().log_end_offset() - 5;
     check!(delete_records(&h, "drl", target).await == (0, target));
     h.pass().await;
-    check!(h.rlm.log_start_offset(&p) == target);
+    check!(p.log_start_offset() == target);
     check!(list_offsets(&h, "drl", -2).await.0 == target);
     // Every remote segment ends below the target: all gone.
     check!(h.tier_logs(&p).is_empty());
@@ -603,8 +606,8 @@ async fn topic_deletion_deletes_the_remote_data_through_the_partition_lifecycle_
     // The same name again is a new topic with a fresh tier.
     let q = h.topic("gone", &[]).await;
     check!(q.topic_id != old_id);
-    check!(h.rlm.log_start_offset(&q) == 0);
-    check!(!h.rlm.is_loaded(&q));
+    check!(q.log_start_offset() == 0);
+    check!(!q.tier_offsets().loaded);
 }
 
 async fn alter_topic(h: &Harness, topic: &str, pairs: &[(&str, &str)]) -> (i16, String) {
@@ -668,7 +671,7 @@ async fn disabling_tiering_needs_delete_on_disable_and_deletes_the_remote_data()
     check!(message.contains("still being deleted"));
     h.pass().await;
     check!(h.tier_logs(&p).is_empty());
-    check!(h.rlm.log_start_offset(&p) == p.log.log_start_offset());
+    check!(p.log_start_offset() == p.local_log().log_start_offset());
 
     // Enabled again: copying starts over from the local log.
     let (code, _) = alter_topic(&h, "off", &[("remote.storage.enable", "true")]).await;
@@ -793,7 +796,7 @@ async fn a_stuck_remote_read_neither_delays_local_fetches_nor_queues_without_bou
         append(&p, batch(&format!("b{n}"), 1_000, None));
     }
     h.pass().await;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     check!(local_start > 0);
 
     // The only reader thread is stuck in the tier, one more read waits in

@@ -250,6 +250,35 @@ mod tests {
         buf.freeze()
     }
 
+    /// One transactional batch of producer 9 (left open).
+    fn transactional_batch() -> Bytes {
+        use kafka_protocol::records::{
+            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let record = Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: 9,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: 0,
+            timestamp: 1_000,
+            key: None,
+            value: Some(Bytes::from_static(b"open")),
+            headers: Default::default(),
+        };
+        let mut buf = bytes::BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut buf, [record].iter(), &options).unwrap();
+        buf.freeze()
+    }
+
     fn fill(log: &Log, batches: usize) {
         for _ in 0..batches {
             log.append_as_leader(batch(5), LeaderEpoch(0)).unwrap();
@@ -364,6 +393,21 @@ mod tests {
             log.tierable_segments(all[all.len() - 1].base_offset)
                 .is_empty()
         );
+        // An open transaction holds back the segment holding its first
+        // offset and every later one (the last stable offset stops there).
+        let txn_first = log
+            .append_as_leader(transactional_batch(), LeaderEpoch(0))
+            .unwrap()
+            .first_offset;
+        fill(&log, 20);
+        check!(log.last_stable_offset() == txn_first);
+        let held: Vec<i64> = log
+            .tierable_segments(0)
+            .iter()
+            .map(|t| t.segment.end_offset)
+            .collect();
+        check!(held.iter().all(|end| *end <= txn_first));
+        check!(held.len() + 2 <= log.segments().len());
         // Local retention drops copied segments.
         let start = log.delete_local_segments_below(all[2].base_offset).unwrap();
         check!(start == all[2].base_offset);
