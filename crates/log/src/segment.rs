@@ -457,7 +457,10 @@ impl Segment {
         let limit = max_bytes
             .max(first_size)
             .min(usize::try_from(self.size().saturating_sub(pos)).unwrap_or(usize::MAX));
-        let mut buf = BytesMut::new();
+        // Room for all of it at once (never grown by doubling, which would
+        // leave the discarded halves in the allocator's arenas), but only
+        // what is read is written, so untouched room stays unbacked.
+        let mut buf = BytesMut::with_capacity(limit);
         let mut end = 0usize;
         let mut chunk = first_size.max(READ_CHUNK);
         loop {

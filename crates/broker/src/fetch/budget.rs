@@ -16,14 +16,53 @@
 //! batch a fetch must return even when it is larger than the fetch's limit
 //! (KIP-74). Its excess is taken from the budget if free, else allocated
 //! anyway, since the fetch has already read it.
+//!
+//! The budget bounds the broker's memory only if freed fetch buffers go
+//! back to the operating system. glibc's malloc serves anything below a
+//! threshold from per-thread arenas that keep freed memory, and it raises
+//! that threshold to 32 MiB after the first large buffer is freed; a few
+//! hundred MiB of fetches then stay resident in the blocking threads'
+//! arenas. Creating the budget therefore pins the threshold at
+//! [`ARENA_MAX_ALLOCATION`]: larger buffers are mapped and unmapped, smaller
+//! ones (ordinary requests and small fetches) stay as fast as before.
 
-use {bytes::Bytes, std::sync::Arc, tokio::sync::Semaphore};
+use {
+    bytes::Bytes,
+    std::sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    tokio::sync::Semaphore,
+};
 
 /// The budget shared by every fetch of the broker.
 #[derive(Debug)]
 pub struct FetchMemory {
     semaphore: Arc<Semaphore>,
     total: usize,
+    reservations: AtomicU64,
+}
+
+/// Allocations from this size up are mapped from the operating system and
+/// given back when freed (glibc's `M_MMAP_THRESHOLD`, see the module docs).
+pub const ARENA_MAX_ALLOCATION: usize = 4 << 20;
+
+/// Pins glibc's mmap threshold (once per process).
+fn return_large_buffers_to_the_os() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static PINNED: std::sync::Once = std::sync::Once::new();
+        PINNED.call_once(|| {
+            let threshold = libc::c_int::try_from(ARENA_MAX_ALLOCATION).unwrap_or(libc::c_int::MAX);
+            // SAFETY: `mallopt` only changes a malloc tuning parameter; it
+            // is safe to call at any time from any thread.
+            if unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, threshold) } != 1 {
+                tracing::warn!(
+                    "could not pin malloc's mmap threshold; freed fetch buffers may stay resident"
+                );
+            }
+        });
+    }
 }
 
 impl FetchMemory {
@@ -31,11 +70,19 @@ impl FetchMemory {
     /// take).
     #[must_use]
     pub fn new(total: usize) -> Self {
+        return_large_buffers_to_the_os();
         let total = total.clamp(1, u32::MAX as usize);
         Self {
             semaphore: Arc::new(Semaphore::new(total)),
             total,
+            reservations: AtomicU64::new(0),
         }
+    }
+
+    /// Reservations made since start: one per read attempt of a fetch.
+    #[must_use]
+    pub fn reservations(&self) -> u64 {
+        self.reservations.load(Ordering::Relaxed)
     }
 
     /// The budget's size.
@@ -54,6 +101,7 @@ impl FetchMemory {
     /// Waits until `bytes` (at most the whole budget) are free and takes
     /// them; fetches are served in the order they asked.
     pub async fn reserve(&self, bytes: usize) -> MemoryUnits {
+        self.reservations.fetch_add(1, Ordering::Relaxed);
         let bytes = bytes.clamp(1, self.total);
         let wanted = u32::try_from(bytes).unwrap_or(u32::MAX);
         match Arc::clone(&self.semaphore).acquire_many_owned(wanted).await {

@@ -14,6 +14,8 @@
 mod append_queue;
 mod classic;
 pub mod storage;
+#[cfg(test)]
+mod tests;
 
 pub use {
     append_queue::Appended,

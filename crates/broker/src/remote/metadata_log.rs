@@ -568,3 +568,174 @@ impl Drop for SubscriptionStream {
         self.task.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        crate::{
+            config::{BrokerConfig, RawSettings},
+            partition::{Isolation, PartitionStorage, Read, ReadRequest},
+            remote::{
+                RemoteLogManager,
+                tests::{append, batch, decode},
+            },
+        },
+        assert2::check,
+        futures_util::StreamExt,
+        std::time::Duration,
+    };
+
+    /// A broker with tiering on and the topic-based metadata manager, whose
+    /// advertised address leads nowhere; no listener runs at all.
+    fn broker(dir: &std::path::Path) -> Arc<Broker> {
+        let mut raw = RawSettings::default();
+        raw.set("log.dirs", &dir.display().to_string(), "test");
+        raw.set("log.cleaner.enable", "false", "test");
+        raw.set("remote.log.storage.system.enable", "true", "test");
+        raw.set("remote.log.metadata.topic.num.partitions", "3", "test");
+        raw.set(
+            "advertised.listeners",
+            "PLAINTEXT://unreachable.invalid:1",
+            "test",
+        );
+        Arc::new(Broker::open(BrokerConfig::from_raw(&raw).unwrap()).unwrap())
+    }
+
+    async fn next(stream: &mut MetadataEventStream) -> MetadataEventRecord {
+        tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("a record within 30 s")
+            .expect("the stream goes on")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn events_are_appended_to_and_read_from_the_brokers_own_partitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker(dir.path());
+        let log = BrokerMetadataEventLog::open(&broker, 3).await.unwrap();
+        check!(log.partition_count() == 3);
+        check!(
+            broker
+                .registry
+                .get(REMOTE_LOG_METADATA_TOPIC)
+                .unwrap()
+                .partitions
+                == 3
+        );
+        check!(log.publish(1, Bytes::from_static(b"first")).await.unwrap() == 0);
+        check!(log.publish(1, Bytes::from_static(b"second")).await.unwrap() == 1);
+        let keyed = log
+            .publish_keyed(2, Bytes::from_static(b"k"), None)
+            .await
+            .unwrap();
+        check!(keyed == 0);
+        check!(log.high_water_marks().await.unwrap() == vec![0, 2, 1]);
+        check!(log.low_water_marks().await.unwrap() == vec![0, 0, 0]);
+        check!(matches!(
+            log.publish(3, Bytes::new()).await,
+            Err(MetadataLogError::PartitionOutOfRange { .. })
+        ));
+
+        // A subscription replays from its start, then follows live appends.
+        let (mut stream, assignment) = log.subscribe(vec![PartitionStart::new(1, 1)]);
+        let r = next(&mut stream).await;
+        check!((r.partition, r.offset, r.payload.as_ref()) == (1, 1, &b"second"[..]));
+        assignment.add(PartitionStart::new(2, 0));
+        let r = next(&mut stream).await;
+        check!((r.partition, r.offset, r.tombstone) == (2, 0, true));
+        check!(r.key.as_deref() == Some(&b"k"[..]));
+        log.publish(1, Bytes::from_static(b"live")).await.unwrap();
+        let r = next(&mut stream).await;
+        check!((r.partition, r.offset, r.payload.as_ref()) == (1, 2, &b"live"[..]));
+        // A removed partition's records stop.
+        assignment.remove(1);
+        log.publish(1, Bytes::from_static(b"gone")).await.unwrap();
+        log.publish(2, Bytes::from_static(b"kept")).await.unwrap();
+        let r = next(&mut stream).await;
+        check!((r.partition, r.payload.as_ref()) == (2, &b"kept"[..]));
+
+        // Range reads, and a range past the end is short.
+        let mut seen = Vec::new();
+        log.visit_range(1, 1, 3, &mut |r| {
+            seen.push(r.offset);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        check!(seen == vec![1, 2]);
+        let short = log.visit_range(1, 0, 10, &mut |_| Ok(())).await;
+        check!(matches!(short, Err(MetadataLogError::RangeShort { .. })));
+        broker.partitions.close_all();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_broker_that_cannot_reach_its_advertised_address_tiers_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker(dir.path());
+        let rlm = RemoteLogManager::start(&broker).await.unwrap().unwrap();
+        broker.remote.set(Arc::clone(&rlm)).unwrap();
+        let configs = [
+            ("segment.bytes", "2048"),
+            ("remote.storage.enable", "true"),
+            ("local.retention.bytes", "1"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        crate::handlers::admin::create_topic(&broker, "far", 1, -1, &[], configs, false)
+            .await
+            .unwrap();
+        let p = broker.partitions.get("far", 0).unwrap();
+        for n in 0..30 {
+            append(&p, batch(&format!("b{n}"), n, None));
+        }
+        let pass = |rlm: Arc<RemoteLogManager>| {
+            let broker = Arc::clone(&broker);
+            crate::blocking::run(move || {
+                rlm.before_first_pass(&broker);
+                rlm.run_once(&broker);
+            })
+        };
+        pass(Arc::clone(&rlm)).await.unwrap();
+        check!(
+            p.local_log().log_start_offset() > 0,
+            "segments left local disk"
+        );
+        // The segment events are in the broker's own metadata topic.
+        let events: i64 = broker
+            .partitions
+            .all()
+            .iter()
+            .filter(|q| q.topic == REMOTE_LOG_METADATA_TOPIC)
+            .map(|q| q.offsets().log_end)
+            .sum();
+        check!(events >= 4);
+        // Offset 0 is served from the tier.
+        let read = |p: Arc<crate::partition::Partition>| async move {
+            let request = ReadRequest {
+                offset: 0,
+                max_bytes: 4096,
+                min_one_batch: true,
+                isolation: Isolation::ReadUncommitted,
+            };
+            match crate::blocking::run(move || p.read(&request))
+                .await
+                .unwrap()
+                .unwrap()
+            {
+                Read::Later(future) => future.await.unwrap(),
+                Read::Ready(_) => panic!("offset 0 left local disk"),
+            }
+        };
+        check!(decode(&read(Arc::clone(&p)).await.records)[0].offset == 0);
+
+        // A new manager (as after a restart) rebuilds its state from the topic.
+        let again = RemoteLogManager::start(&broker).await.unwrap().unwrap();
+        p.publish_tier_offsets(crate::partition::TierOffsets::default());
+        pass(again).await.unwrap();
+        check!(p.tier_offsets().remote_start == Some(0));
+        check!(p.log_start_offset() == 0);
+        broker.partitions.close_all();
+    }
+}

@@ -342,7 +342,7 @@ impl RemoteLogManager {
     /// What a start does before the first pass: forgets a disable that
     /// never finished, and loads the metadata of every tiered partition.
     /// Blocking.
-    pub(super) fn before_first_pass(&self, broker: &Broker) {
+    pub(crate) fn before_first_pass(&self, broker: &Broker) {
         self.drop_unfinished_disables(broker);
         self.prepare_all(broker);
     }
@@ -852,4 +852,4 @@ impl RemoteLogManager {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

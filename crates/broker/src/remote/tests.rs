@@ -41,17 +41,17 @@ use {
 };
 
 /// Records per batch in these tests.
-const PER_BATCH: i64 = 10;
+pub(crate) const PER_BATCH: i64 = 10;
 
-struct Harness {
-    _dir: tempfile::TempDir,
-    broker: Arc<Broker>,
-    rlm: Arc<RemoteLogManager>,
-    metadata: Arc<InmemoryRemoteLogMetadataManager>,
-    tier: PathBuf,
+pub(crate) struct Harness {
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) broker: Arc<Broker>,
+    pub(crate) rlm: Arc<RemoteLogManager>,
+    pub(crate) metadata: Arc<InmemoryRemoteLogMetadataManager>,
+    pub(crate) tier: PathBuf,
 }
 
-fn config(dir: &Path, extra: &[(&str, &str)]) -> BrokerConfig {
+pub(crate) fn config(dir: &Path, extra: &[(&str, &str)]) -> BrokerConfig {
     let mut raw = RawSettings::default();
     raw.set("log.dirs", &dir.display().to_string(), "test");
     raw.set("log.cleaner.enable", "false", "test");
@@ -64,7 +64,7 @@ fn config(dir: &Path, extra: &[(&str, &str)]) -> BrokerConfig {
 }
 
 /// A broker with tiering on; `wrap` may put a test tier around the filesystem one.
-fn harness_with(
+pub(crate) fn harness_with(
     extra: &[(&str, &str)],
     wrap: impl FnOnce(Arc<dyn RemoteStorageManager>) -> Arc<dyn RemoteStorageManager>,
 ) -> Harness {
@@ -96,14 +96,14 @@ fn harness_with(
     }
 }
 
-fn harness() -> Harness {
+pub(crate) fn harness() -> Harness {
     harness_with(&[], |s| s)
 }
 
 impl Harness {
     /// A "restarted" manager: a new one over the same metadata, tier and
     /// disk, after its first task pass.
-    async fn restarted(&self) -> Arc<RemoteLogManager> {
+    pub(crate) async fn restarted(&self) -> Arc<RemoteLogManager> {
         let again = RemoteLogManager::from_parts(
             0,
             &self.broker.config.log_dir,
@@ -125,7 +125,7 @@ impl Harness {
         again
     }
 
-    async fn topic(&self, name: &str, extra: &[(&str, &str)]) -> Arc<Partition> {
+    pub(crate) async fn topic(&self, name: &str, extra: &[(&str, &str)]) -> Arc<Partition> {
         let mut configs: BTreeMap<String, String> = [
             ("segment.bytes", "2048"),
             ("remote.storage.enable", "true"),
@@ -144,7 +144,7 @@ impl Harness {
     }
 
     /// One task pass on a blocking thread, as the task runs it.
-    async fn pass(&self) {
+    pub(crate) async fn pass(&self) {
         let (rlm, broker) = (Arc::clone(&self.rlm), Arc::clone(&self.broker));
         crate::blocking::run(move || rlm.run_once(&broker))
             .await
@@ -152,7 +152,7 @@ impl Harness {
     }
 
     /// `.log` files of the partition in the tier.
-    fn tier_logs(&self, p: &Partition) -> Vec<String> {
+    pub(crate) fn tier_logs(&self, p: &Partition) -> Vec<String> {
         self.tier_logs_of(&RemoteLogManager::tip(p))
     }
 
@@ -179,13 +179,13 @@ fn encode(records: &[Record]) -> Bytes {
 
 /// An hour ago: record timestamps are relative to it, so retention by time
 /// (seven days by default) never takes them.
-fn base() -> i64 {
+pub(crate) fn base() -> i64 {
     static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *BASE.get_or_init(|| super::now_ms() - 3_600_000)
 }
 
 /// One batch of `PER_BATCH` records; timestamps are `base() + ts + offset in batch`.
-fn batch(tag: &str, ts: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
+pub(crate) fn batch(tag: &str, ts: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
     let records: Vec<Record> = (0..PER_BATCH)
         .map(|i| Record {
             transactional: producer.is_some(),
@@ -206,14 +206,14 @@ fn batch(tag: &str, ts: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
     encode(&records)
 }
 
-fn append(p: &Partition, records: Bytes) -> i64 {
+pub(crate) fn append(p: &Partition, records: Bytes) -> i64 {
     p.local_log()
         .append_as_leader(records, LEADER_EPOCH)
         .unwrap()
         .first_offset
 }
 
-fn decode(records: &Bytes) -> Vec<Record> {
+pub(crate) fn decode(records: &Bytes) -> Vec<Record> {
     let mut buf = records.clone();
     let mut out = Vec::new();
     while !buf.is_empty() {
