@@ -5,8 +5,8 @@ use {
     crate::{
         config::BrokerConfig,
         error::BrokerError,
-        fetch::session::FetchSessionCache,
-        partition::PartitionManager,
+        fetch::{FetchSettings, budget::FetchMemory, session::FetchSessionCache},
+        partition::{PartitionManager, RemoteSlot},
         topics::{TopicMeta, TopicRegistry, config as topic_config},
     },
     std::sync::atomic::{AtomicU16, Ordering},
@@ -24,11 +24,16 @@ pub struct Broker {
     pub partitions: PartitionManager,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: FetchSessionCache,
+    /// `fetch.max.bytes` and the other fetch settings.
+    pub fetch_settings: FetchSettings,
+    /// The memory budget of all fetch responses being built or sent.
+    pub fetch_memory: FetchMemory,
     /// The group coordinator, set once at startup.
     pub groups: std::sync::OnceLock<std::sync::Arc<crate::coordinator::group::GroupCoordinator>>,
     /// The remote log manager (tiered storage), set once at startup when
-    /// `remote.log.storage.system.enable` is true.
-    pub remote: std::sync::OnceLock<std::sync::Arc<crate::remote::RemoteLogManager>>,
+    /// `remote.log.storage.system.enable` is true (shared with the
+    /// partitions, which read their remote data through it).
+    pub remote: RemoteSlot,
     /// The transaction coordinator, set once at startup
     /// (`crate::coordinator::txn::broker_log::start`).
     pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
@@ -79,7 +84,14 @@ impl Broker {
         } else {
             None
         };
-        let partitions = PartitionManager::new(config.log_dir.clone(), cleaner);
+        let remote = RemoteSlot::default();
+        let partitions = PartitionManager::new(
+            config.log_dir.clone(),
+            cleaner,
+            std::sync::Arc::clone(&remote),
+            crate::remote::settings::system_enabled(&config),
+        );
+        let fetch_settings = FetchSettings::from_config(&config);
         // In cluster mode only internal topics open here; the others open
         // once the cluster says which of their partitions live on this broker.
         let cluster_mode = crate::cluster::ClusterSettings::from_config(&config)?.is_some();
@@ -119,9 +131,11 @@ impl Broker {
             config,
             registry,
             partitions,
-            fetch_sessions: FetchSessionCache::default(),
+            fetch_sessions: FetchSessionCache::new(fetch_settings.session_slots),
+            fetch_memory: FetchMemory::new(fetch_settings.memory_max_bytes),
+            fetch_settings,
             groups: std::sync::OnceLock::new(),
-            remote: std::sync::OnceLock::new(),
+            remote,
             txns: std::sync::OnceLock::new(),
             cluster: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),

@@ -59,7 +59,7 @@ pub async fn run_until(
     let network = network::Network::new(&config)
         .await
         .map_err(BrokerError::Config)?;
-    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+    let broker = crate::blocking::run(move || Broker::open(config))
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))??;
     let broker = Arc::new(broker);
@@ -122,14 +122,15 @@ pub async fn run_until(
         listener,
         shutdown_rx.clone(),
     ));
-    // Tiered storage starts once the listener serves: the topic-based metadata
-    // manager reaches `__remote_log_metadata` through it.
+    // Tiered storage starts beside the listener (its metadata topic is read
+    // in process, never through the listener); reads below a tiered
+    // partition's local start are served once its remote metadata is loaded.
     // A tier that cannot start (bad bucket, WORM bucket without locked
     // retention) stops the broker: serving a tiered topic without its tier
     // would strand its data.
     let mut fatal = None;
-    // Its own stop signal: it must finish (its metadata goes through this
-    // broker's listener) before the listener stops.
+    // Its own stop signal: it finishes its pass (and persists its metadata
+    // cache) before requests stop and the logs close.
     let (remote_stop_tx, remote_stop_rx) = watch::channel(false);
     let remote_tasks = match crate::remote::RemoteLogManager::start(&broker).await {
         Ok(Some(rlm)) => {
@@ -165,7 +166,7 @@ pub async fn run_until(
     }
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);
-    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+    crate::blocking::run(move || closing.partitions.close_all())
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))?;
     tracing::info!("krabka broker stopped");
@@ -220,16 +221,16 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
         tokio::select! {
             _ = retention.tick() => {
                 let broker = Arc::clone(&broker);
-                let _ = tokio::task::spawn_blocking(move || {
+                let _ = crate::blocking::run(move || {
                     let reserve = broker.log_dir.reserve();
                     for p in broker.partitions.all() {
-                        if let Err(e) = p.log.maybe_roll() {
+                        if let Err(e) = p.local_log().maybe_roll() {
                             tracing::warn!(partition = ?p, error = %e, "segment roll failed");
                         }
                         // Retention frees space: on a full disk the reserve
                         // makes room for its checkpoint.
                         match reserve.run_freeing(
-                            || p.log.apply_retention(),
+                            || p.local_log().apply_retention(),
                             |e| crate::log_dir::reserve::is_out_of_space(e),
                         ) {
                             Ok(0) => {}

@@ -48,7 +48,7 @@ pub use {
     config::{CleanerConfig, CleanupPolicy, CompressionType, LogConfig, TimestampType},
     error::LogError,
     leader_epoch::EpochEntry,
-    log::Log,
+    log::{Log, tiering::TierableSegment},
     producer_state::ProducerSummary,
     recovery::{CorruptionPolicy, OpenOptions, RecoveryReport},
     types::{AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, TimestampOffset},

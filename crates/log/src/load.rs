@@ -136,6 +136,7 @@ impl Log {
         let now = clock.now_ms();
         let mut bases = scan_dir(dir)?;
         let stored_start = checkpoint::read_offset(&dir.join(LOG_START_OFFSET_FILE))?;
+        let log_start_floor = crate::log::tiering::load_log_start_floor(dir)?;
         let stored_recovery_point = checkpoint::read_offset(&dir.join(RECOVERY_POINT_FILE))?;
         let recovery_point = stored_recovery_point.unwrap_or(0);
         let interval = config.index_interval_bytes;
@@ -310,6 +311,7 @@ impl Log {
             inner: Mutex::new(Inner::new(producers, recovery_point.min(log_end), now)),
             epochs: Mutex::new(epochs),
             log_start_offset: AtomicI64::new(log_start),
+            log_start_floor: AtomicI64::new(log_start_floor),
             log_end_offset: AtomicI64::new(log_end),
             last_stable_offset: AtomicI64::new(log_end),
             closed: AtomicBool::new(false),

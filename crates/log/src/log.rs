@@ -1,11 +1,15 @@
 //! [`Log`]: one partition's log — append, read, roll, retention, flush and
-//! clean shutdown. Loading and crash recovery live in [`crate::load`].
+//! clean shutdown. Loading and crash recovery live in `crate::load`; what a
+//! remote tier needs (segments to copy, local retention, the log start
+//! floor) in `tiering`.
 //!
 //! Concurrency: every mutation (append, marker, roll, retention, flush,
 //! close, cleaner swap) runs under one append mutex. Readers only take the
 //! segment-list `RwLock` for a moment to clone an `Arc<Segment>`, then read
 //! with positional reads bounded by the segment's published size, so a read
 //! never waits for an append (or an fsync) in progress.
+
+pub(crate) mod tiering;
 
 use {
     crate::{
@@ -64,6 +68,8 @@ pub struct Log {
     pub(crate) inner: Mutex<Inner>,
     pub(crate) epochs: Mutex<LeaderEpochCache>,
     pub(crate) log_start_offset: AtomicI64,
+    /// The partition's log start below the local one (see `tiering`).
+    pub(crate) log_start_floor: AtomicI64,
     pub(crate) log_end_offset: AtomicI64,
     pub(crate) last_stable_offset: AtomicI64,
     pub(crate) closed: AtomicBool,
@@ -835,6 +841,15 @@ impl Log {
     /// [`LogError::Io`] on a file error.
     pub fn advance_log_start_offset(&self, new_start: i64) -> Result<i64, LogError> {
         let mut inner = self.lock_inner()?;
+        self.advance_locked(&mut inner, new_start)
+    }
+
+    /// [`Log::advance_log_start_offset`] under the append lock.
+    pub(crate) fn advance_locked(
+        &self,
+        inner: &mut Inner,
+        new_start: i64,
+    ) -> Result<i64, LogError> {
         let leo = self.log_end_offset();
         let current = self.log_start_offset();
         if new_start > leo || new_start < 0 {
@@ -848,7 +863,7 @@ impl Log {
             return Ok(current);
         }
         self.set_log_start_offset(new_start)?;
-        self.delete_prefix(&mut inner, |_, next_base| next_base <= new_start)?;
+        self.delete_prefix(inner, |_, next_base| next_base <= new_start)?;
         Ok(new_start)
     }
 

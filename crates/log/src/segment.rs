@@ -36,6 +36,8 @@ pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
 pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
 
 const SCAN_CHUNK: usize = 64 * 1024;
+/// First chunk of a read; later chunks double.
+const READ_CHUNK: usize = 64 * 1024;
 const FIRST_SCAN_CHUNK: usize = 8 * 1024;
 const SPARSE_SCAN_BATCH: u64 = 8 * 1024;
 const RECOVERY_CHUNK: usize = 8 * 1024 * 1024;
@@ -465,23 +467,55 @@ impl Segment {
         if first_size > max_bytes && !min_one_batch {
             return Ok(Bytes::new());
         }
-        let want = max_bytes.max(first_size);
-        let mut bytes = self.read_bytes(pos, want)?;
+        // What may come back: `max_bytes` (or the one first batch), never
+        // past the published end. It is read in growing chunks that stop at
+        // the first batch that does not qualify, so the buffer is sized by
+        // what is returned, not by what the client asked for.
+        let limit = max_bytes
+            .max(first_size)
+            .min(usize::try_from(self.size().saturating_sub(pos)).unwrap_or(usize::MAX));
+        // Room for all of it at once (never grown by doubling, which would
+        // leave the discarded halves in the allocator's arenas), but only
+        // what is read is written, so untouched room stays unbacked.
+        let mut buf = BytesMut::with_capacity(limit);
         let mut end = 0usize;
-        let mut at = 0usize;
-        while let Some(h) = bytes.get(at..).and_then(BatchHeader::parse) {
-            let size = h.size() as usize;
-            if at + size > bytes.len()
-                || h.last_offset() >= max_offset
-                || (at > 0 && at + size > max_bytes)
-            {
+        let mut chunk = first_size.max(READ_CHUNK);
+        loop {
+            let have = buf.len();
+            let want = chunk.min(limit - have);
+            if want == 0 {
                 break;
             }
-            at += size;
-            end = at;
+            buf.resize(have + want, 0);
+            let target = buf.get_mut(have..).unwrap_or_default();
+            self.file
+                .read_exact_at(target, pos + have as u64)
+                .map_err(LogError::io(&self.log_path))?;
+            let mut done = false;
+            while let Some(h) = buf.get(end..).and_then(BatchHeader::parse) {
+                let size = h.size() as usize;
+                if h.last_offset() >= max_offset || (end > 0 && end + size > max_bytes) {
+                    done = true;
+                    break;
+                }
+                if end + size > buf.len() {
+                    // The next chunk must reach past this batch.
+                    chunk = chunk.max(end + size - buf.len());
+                    break;
+                }
+                end += size;
+            }
+            if done || buf.len() >= limit {
+                break;
+            }
+            chunk = chunk.saturating_mul(2);
         }
-        bytes.truncate(end);
-        Ok(bytes)
+        if buf.capacity() - end > end / 2 + READ_CHUNK {
+            // Mostly slack (a read cut short by `max_offset`): keep only the batches.
+            return Ok(Bytes::copy_from_slice(buf.get(..end).unwrap_or_default()));
+        }
+        buf.truncate(end);
+        Ok(buf.freeze())
     }
 
     /// Rebuilds indexes and stats from the file, from position 0, checking

@@ -303,6 +303,36 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "The slowest rate at which a request's bytes may arrive, after krabka.request.read.timeout.ms of grace.",
     ),
     broker(
+        "fetch.max.bytes",
+        Some("57671680"),
+        ConfigKind::Int {
+            min: 1024,
+            max: INT_MAX,
+        },
+        false,
+        "The maximum number of bytes returned for a fetch request (at least one batch is returned).",
+    ),
+    broker(
+        "krabka.fetch.memory.max.bytes",
+        Some("268435456"),
+        ConfigKind::Long {
+            min: 1_048_576,
+            max: 4_294_967_295,
+        },
+        false,
+        "Memory all fetch responses being read, built or sent may hold at once; a fetch waits for its share.",
+    ),
+    broker(
+        "max.incremental.fetch.session.cache.slots",
+        Some("1000"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "The maximum number of incremental fetch sessions the broker keeps.",
+    ),
+    broker(
         "message.max.bytes",
         Some("1048588"),
         ConfigKind::Int {

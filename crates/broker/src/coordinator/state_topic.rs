@@ -80,22 +80,44 @@ pub fn ensure_topic(
     partitions: i32,
     segment_bytes: i64,
 ) -> Result<(), String> {
-    if broker.registry.get(name).is_some() {
-        return Ok(());
-    }
     // The topic setting's own lower bound (Kafka clamps nothing, but a
     // smaller value would be refused by the topic config validation).
     let segment_bytes = segment_bytes.max(14).to_string();
-    let configs: BTreeMap<String, String> = [
-        ("cleanup.policy", "compact"),
-        ("segment.bytes", segment_bytes.as_str()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    ensure_topic_with(
+        broker,
+        name,
+        partitions,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", segment_bytes.as_str()),
+        ],
+    )
+}
+
+/// Creates the internal topic `name` with `partitions` partitions and the
+/// topic settings `configs` when it does not exist yet; an existing topic
+/// keeps its partition count and settings.
+///
+/// # Errors
+///
+/// A reason when the topic cannot be recorded or its logs opened.
+pub fn ensure_topic_with(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> Result<(), String> {
+    if broker.registry.get(name).is_some() {
+        return Ok(());
+    }
+    let configs: BTreeMap<String, String> = configs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
     // The broker's own topic: created whatever the partition budget.
     crate::handlers::admin::create_topic_now(broker, name, partitions, configs, None)
         .map_err(|e| format!("creating {name}: {}", e.message))?;
+    tracing::info!(partitions, "created {name}");
     Ok(())
 }
 

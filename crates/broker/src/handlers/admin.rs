@@ -9,6 +9,7 @@ use {
     crate::{
         broker::Broker,
         config::defs,
+        partition::PartitionStorage,
         topics::{RegistryRefusal, TopicMeta, config as topic_config, names},
     },
     kafka_protocol::{
@@ -351,7 +352,7 @@ async fn create_topic_within(
     }
     let broker = Arc::clone(broker);
     let name = name.to_owned();
-    tokio::task::spawn_blocking(move || {
+    crate::blocking::run(move || {
         create_topic_now(&broker, &name, partitions, configs, Some(limits))
     })
     .await
@@ -505,7 +506,7 @@ pub async fn handle_delete_topics(
                 result.name = Some(TopicName(StrBytes::from_string(meta.name.clone())));
                 result.topic_id = meta.id;
                 let broker = Arc::clone(broker);
-                tokio::task::spawn_blocking(move || -> Result<(), AdminError> {
+                crate::blocking::run(move || -> Result<(), AdminError> {
                     let _changes = broker
                         .topic_changes
                         .lock()
@@ -602,7 +603,7 @@ pub async fn handle_create_partitions(
             }
             let broker = Arc::clone(broker);
             let count = topic.count;
-            tokio::task::spawn_blocking(move || add_partitions_now(&broker, &meta.name, count, limits))
+            crate::blocking::run(move || add_partitions_now(&broker, &meta.name, count, limits))
                 .await
                 .unwrap_or_else(|e| Err(task_failed(e)))
         }
@@ -670,7 +671,8 @@ fn add_partitions_now(
     recorded.map(|_| ())
 }
 
-/// Handles DeleteRecords: moves each partition's log start offset forward.
+/// Handles DeleteRecords: moves each partition's log start offset forward
+/// through its storage seam.
 pub async fn handle_delete_records(
     broker: &Arc<Broker>,
     request: DeleteRecordsRequest,
@@ -688,47 +690,24 @@ pub async fn handle_delete_records(
                 t.partitions.push(r);
                 continue;
             }
-            match broker.partitions.get(&topic.name.0, p.partition_index) {
-                None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
+            match broker.partitions.storage(&topic.name.0, p.partition_index) {
+                None => {
+                    r.error_code = broker
+                        .missing_partition(&topic.name.0, p.partition_index)
+                        .code();
+                }
                 Some(partition) => {
-                    let log = Arc::clone(&partition.log);
-                    let wanted = p.offset;
-                    // A tiered partition's log start may lie in the remote tier.
-                    let pending = crate::remote::fetch::remote_pending(broker, &partition);
-                    let rlm = broker
-                        .remote
-                        .get()
-                        .filter(|_| crate::remote::RemoteLogManager::is_tiered(broker, &partition))
-                        .cloned();
-                    let reserve_broker = Arc::clone(broker);
-                    let outcome = tokio::task::spawn_blocking(move || {
-                        if pending {
-                            return Err(ResponseError::LeaderNotAvailable.code());
-                        }
-                        let hw = log.log_end_offset();
-                        let target = if wanted == -1 { hw } else { wanted };
-                        if target < 0 || target > hw {
-                            return Err(ResponseError::OffsetOutOfRange.code());
-                        }
-                        match rlm {
-                            Some(rlm) => rlm.delete_records(&partition, target),
-                            // It frees space: on a full disk the reserve
-                            // makes room for the checkpoint.
-                            None => reserve_broker
-                                .log_dir
-                                .reserve()
-                                .run_freeing(
-                                    || log.advance_log_start_offset(target),
-                                    |e| crate::log_dir::reserve::is_out_of_space(e),
-                                )
-                                .map_err(|e| e.kafka_error_code()),
-                        }
-                    })
-                    .await
-                    .unwrap_or(Err(ResponseError::UnknownServerError.code()));
+                    let mut outcome = partition.delete_records(p.offset).await;
+                    // It frees space: on a full disk the reserve makes room
+                    // for the checkpoint.
+                    if matches!(&outcome, Err(e) if crate::log_dir::reserve::is_out_of_space(e))
+                        && broker.log_dir.reserve().release()
+                    {
+                        outcome = partition.delete_records(p.offset).await;
+                    }
                     match outcome {
                         Ok(low) => r.low_watermark = low,
-                        Err(code) => r.error_code = code,
+                        Err(e) => r.error_code = e.kafka_error_code(),
                     }
                 }
             }
@@ -740,17 +719,22 @@ pub async fn handle_delete_records(
 }
 
 /// Handles DescribeLogDirs: the one log directory and its partition sizes.
-#[must_use]
-pub fn handle_describe_log_dirs(
-    broker: &Broker,
+/// The directory and volume calls run on the blocking pool.
+pub async fn handle_describe_log_dirs(
+    broker: &Arc<Broker>,
     request: &DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
     let mut result = DescribeLogDirsResult::default();
-    let dir = std::fs::canonicalize(&broker.config.log_dir)
-        .unwrap_or_else(|_| broker.config.log_dir.clone());
+    let configured = broker.config.log_dir.clone();
+    let (dir, (total, usable)) = crate::blocking::run(move || {
+        let dir = std::fs::canonicalize(&configured).unwrap_or(configured);
+        // v4+ carries the volume's size and free space; older versions keep -1.
+        let space = crate::handlers::disk::volume_bytes(&dir).unwrap_or((-1, -1));
+        (dir, space)
+    })
+    .await
+    .unwrap_or_else(|_| (broker.config.log_dir.clone(), (-1, -1)));
     result.log_dir = StrBytes::from_string(dir.display().to_string());
-    // v4+ carries the volume's size and free space; older versions keep -1.
-    let (total, usable) = crate::handlers::disk::volume_bytes(&dir).unwrap_or((-1, -1));
     result.total_bytes = total;
     result.usable_bytes = usable;
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
@@ -770,7 +754,7 @@ pub fn handle_describe_log_dirs(
         let mut p = DescribeLogDirsPartition::default();
         p.partition_index = partition.index;
         // Local bytes only, as Kafka reports (remote sizes are in the metrics).
-        p.partition_size = i64::try_from(partition.log.size_bytes()).unwrap_or(i64::MAX);
+        p.partition_size = i64::try_from(partition.size_bytes()).unwrap_or(i64::MAX);
         by_topic.entry(partition.topic.clone()).or_default().push(p);
     }
     result.topics = by_topic

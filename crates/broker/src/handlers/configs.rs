@@ -484,7 +484,7 @@ async fn alter_resource(
                     .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
             }
             let broker = Arc::clone(broker);
-            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+            crate::blocking::run(move || -> Result<(), Refusal> {
                 if tiering == TieringChange::Disable
                     && let Some(rlm) = broker.remote.get()
                 {
@@ -525,7 +525,7 @@ async fn alter_resource(
                     .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
             }
             let broker = Arc::clone(broker);
-            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+            crate::blocking::run(move || -> Result<(), Refusal> {
                 broker
                     .registry
                     .set_broker_configs(&name, next)

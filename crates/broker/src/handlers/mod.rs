@@ -128,11 +128,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             let queued = produce::queue_produce(broker, version, client_id(&header), r);
             return produce_reply(version, correlation_id, acks, queued.answer().await);
         }
-        Request::Fetch(r) => {
-            let response = fetch::handle_fetch(broker, version, r).await;
-            crate::metrics::fetch_answered(broker, &response);
-            encode_response(api_key, version, correlation_id, &response)
-        }
+        Request::Fetch(r) => fetch::answer(broker, version, correlation_id, r).await,
         Request::ListOffsets(r) => encode_response(
             api_key,
             version,
@@ -173,7 +169,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             api_key,
             version,
             correlation_id,
-            &admin::handle_describe_log_dirs(broker, &r),
+            &admin::handle_describe_log_dirs(broker, &r).await,
         ),
         Request::DescribeCluster(r) => encode_response(
             api_key,

@@ -165,12 +165,7 @@ pub fn queue_produce(
                         ),
                     )
                 } else {
-                    pending.push(Box::pin(append(
-                        Arc::clone(broker),
-                        partition,
-                        data.index,
-                        records,
-                    )));
+                    pending.push(Box::pin(append(partition, data.index, records)));
                     slots.push((topics.len(), None));
                     continue;
                 }
@@ -249,18 +244,16 @@ impl QueuedProduce {
 
 /// Queues one partition's batches now; the future gives the append's answer.
 fn append(
-    broker: Arc<Broker>,
     partition: Arc<crate::partition::Partition>,
     index: i32,
     records: bytes::Bytes,
 ) -> impl Future<Output = PartitionProduceResponse> + Send {
     let size = records.len();
     let appended = partition.queue_append(records);
-    async move { answer_append(&broker, &partition, index, size, appended.await) }
+    async move { answer_append(&partition, index, size, appended.await) }
 }
 
 fn answer_append(
-    broker: &Broker,
     partition: &crate::partition::Partition,
     index: i32,
     size: usize,
@@ -268,7 +261,6 @@ fn answer_append(
 ) -> PartitionProduceResponse {
     match appended {
         Ok(Ok(info)) => {
-            broker.partitions.notify_append();
             metrics::bytes_in(&partition.topic, size);
             metrics::messages_in(&partition.topic, info.record_count);
             let mut r = PartitionProduceResponse::default();

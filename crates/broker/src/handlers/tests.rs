@@ -432,7 +432,7 @@ async fn incremental_fetch_sessions_answer_only_news() {
     check!(quiet.responses.is_empty());
     let partition = broker.partitions.get("s", 1).unwrap();
     partition
-        .log
+        .local_log()
         .append_as_leader(batch(&["x"]), crate::partition::LEADER_EPOCH)
         .unwrap();
     let news: FetchResponse = call(&broker, ApiKey::Fetch, 12, fetch(2, session, &[])).await;
@@ -472,10 +472,10 @@ async fn long_poll_is_woken_by_an_append() {
     check!(!waiting.is_finished());
     let partition = broker.partitions.get("w", 0).unwrap();
     partition
-        .log
+        .local_log()
         .append_as_leader(batch(&["wake"]), crate::partition::LEADER_EPOCH)
         .unwrap();
-    broker.partitions.notify_append();
+    partition.notify_appended();
     let resp = waiting.await.unwrap();
     check!(
         resp.responses[0].partitions[0]

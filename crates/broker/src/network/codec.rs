@@ -187,7 +187,10 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
     let header_version = api_key.response_header_version(version);
-    let mut buf = BytesMut::with_capacity(64);
+    // Sized once: a large response (a fetch) grown by doubling would leave
+    // its discarded halves in the allocator's arenas.
+    let body_size = body.compute_size(version).unwrap_or(0);
+    let mut buf = BytesMut::with_capacity(64 + body_size);
     buf.extend_from_slice(&[0; 4]);
     header
         .encode(&mut buf, header_version)

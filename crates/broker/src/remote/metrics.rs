@@ -106,7 +106,6 @@ impl super::RemoteLogManager {
         &self,
         p: &crate::partition::Partition,
         tp: &krabka_remote_storage::TopicIdPartition,
-        state: &super::PartitionState,
     ) -> Result<(), krabka_remote_storage::RemoteStorageError> {
         let mut g = PartitionGauges::default();
         for m in self.metadata.list_remote_log_segments(tp)? {
@@ -115,13 +114,8 @@ impl super::RemoteLogManager {
                 g.remote_segments += 1;
             }
         }
-        let local: Vec<super::LocalSegment> = Self::local_segments(p)
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
-        let upper = p.log.last_stable_offset().min(p.high_watermark());
-        for s in super::policy::segments_to_copy(&local, Self::next_to_copy(state), upper) {
-            g.copy_lag_bytes += s.size_bytes;
+        for s in p.local_log().tierable_segments(Self::next_to_copy(p)) {
+            g.copy_lag_bytes += s.segment.size_bytes;
             g.copy_lag_segments += 1;
         }
         partition(&p.topic, p.index, g);

@@ -109,6 +109,9 @@ pub fn effective_topic_configs(
 pub struct BrokerSideConfig {
     /// `min.insync.replicas`: acks=all needs this many in-sync replicas.
     pub min_insync_replicas: i32,
+    /// `remote.storage.enable`: the partition's records may lie in the
+    /// remote tier below its local log start.
+    pub remote_storage_enable: bool,
 }
 
 /// Builds the log's configuration (and the broker-side extras) from the
@@ -180,13 +183,16 @@ pub fn log_config(
             None => defaults.message_timestamp_after_max_ms,
         },
     };
-    if text("remote.storage.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+    let remote_storage_enable =
+        text("remote.storage.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if remote_storage_enable {
         crate::remote::policy::hand_retention_to_remote_log_manager(&mut log);
     }
     let extras = BrokerSideConfig {
         min_insync_replicas: long("min.insync.replicas")
             .and_then(|v| i32::try_from(v).ok())
             .unwrap_or(1),
+        remote_storage_enable,
     };
     (log, extras)
 }

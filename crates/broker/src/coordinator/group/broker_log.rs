@@ -67,17 +67,15 @@ impl PartitionGroupLog {
         write: impl FnOnce(&krabka_log::Log) -> Result<i64, LogError> + Send + 'static,
     ) -> Result<i64, GroupError> {
         let target = self.partition(partition)?;
-        let log = Arc::clone(&target.log);
-        let offset = tokio::task::spawn_blocking(move || write(&log))
+        let log = Arc::clone(target.local_log());
+        let offset = crate::blocking::run(move || write(&log))
             .await
             .map_err(|e| GroupError::Log {
                 partition,
                 reason: e.to_string(),
             })?
             .map_err(|e| log_error(partition, &e))?;
-        if let Some(broker) = self.broker.upgrade() {
-            broker.partitions.notify_append();
-        }
+        target.notify_appended();
         Ok(offset)
     }
 }
@@ -157,8 +155,8 @@ impl GroupLog for PartitionGroupLog {
         let Ok(target) = self.partition(partition) else {
             return Ok(Vec::new());
         };
-        let log = Arc::clone(&target.log);
-        tokio::task::spawn_blocking(move || state_topic::read_all(&log))
+        let log = Arc::clone(target.local_log());
+        crate::blocking::run(move || state_topic::read_all(&log))
             .await
             .map_err(|e| GroupError::Log {
                 partition,
@@ -252,7 +250,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<GroupCoordinator>, GroupE
     let config = group_config(&broker.config);
     let partitions = config.offsets_topic_num_partitions;
     let creating = Arc::clone(broker);
-    tokio::task::spawn_blocking(move || ensure_offsets_topic(&creating, partitions))
+    crate::blocking::run(move || ensure_offsets_topic(&creating, partitions))
         .await
         .map_err(|e| GroupError::Log {
             partition: -1,

@@ -32,7 +32,7 @@ use {
             group::{GroupError, OFFSETS_TOPIC},
             state_topic::{self, CoordinatorRecord},
         },
-        partition::LEADER_EPOCH,
+        partition::{LEADER_EPOCH, Partition},
     },
     krabka_ids::ProducerId,
     krabka_log::{ControlMarker, LogError, SystemClock},
@@ -48,7 +48,7 @@ struct PartitionTxnLog {
 }
 
 impl PartitionTxnLog {
-    fn log(&self, partition: i32) -> Result<Arc<krabka_log::Log>, TxnError> {
+    fn log(&self, partition: i32) -> Result<Arc<Partition>, TxnError> {
         let broker = self
             .broker
             .upgrade()
@@ -56,7 +56,6 @@ impl PartitionTxnLog {
         broker
             .partitions
             .get(TRANSACTION_STATE_TOPIC, partition)
-            .map(|p| Arc::clone(&p.log))
             .ok_or_else(|| {
                 TxnError::NotCoordinator(format!(
                     "{TRANSACTION_STATE_TOPIC}-{partition} is not hosted here"
@@ -67,13 +66,11 @@ impl PartitionTxnLog {
 
 impl TxnStateLog for PartitionTxnLog {
     fn append(&self, partition: i32, record: CoordinatorRecord) -> Result<(), TxnError> {
-        let log = self.log(partition)?;
-        state_topic::append(&log, &[record], None).map_err(|e| {
+        let target = self.log(partition)?;
+        state_topic::append(target.local_log(), &[record], None).map_err(|e| {
             TxnError::NotCoordinator(format!("{TRANSACTION_STATE_TOPIC}-{partition}: {e}"))
         })?;
-        if let Some(broker) = self.broker.upgrade() {
-            broker.partitions.notify_append();
-        }
+        target.notify_appended();
         Ok(())
     }
 
@@ -86,10 +83,10 @@ impl TxnStateLog for PartitionTxnLog {
                 "{TRANSACTION_STATE_TOPIC}-{partition} is offline: {reason}"
             )));
         }
-        let Ok(log) = self.log(partition) else {
+        let Ok(target) = self.log(partition) else {
             return Ok(Vec::new());
         };
-        let entries = state_topic::read_all(&log).map_err(|e| {
+        let entries = state_topic::read_all(target.local_log()).map_err(|e| {
             TxnError::NotCoordinator(format!("{TRANSACTION_STATE_TOPIC}-{partition}: {e}"))
         })?;
         Ok(entries
@@ -141,7 +138,10 @@ impl MarkerWriter for PartitionMarkers {
             .partitions
             .get(&partition.topic, partition.partition)
             .ok_or(MarkerError::Gone)?;
-        match target.log.append_control_marker(marker, LEADER_EPOCH) {
+        match target
+            .local_log()
+            .append_control_marker(marker, LEADER_EPOCH)
+        {
             Ok(_) => {}
             Err(e @ (LogError::InvalidProducerEpoch { .. } | LogError::InvalidTxnState { .. })) => {
                 tracing::warn!(partition = ?target, error = %e, "dropping a stale transaction marker");
@@ -149,7 +149,7 @@ impl MarkerWriter for PartitionMarkers {
             }
             Err(e) => return Err(MarkerError::Failed(e.to_string())),
         }
-        broker.partitions.notify_append();
+        target.notify_appended();
         Ok(())
     }
 }
@@ -200,7 +200,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<TransactionCoordinator>, 
     let mut config = TxnConfig::from_broker(&broker.config);
     let runtime = tokio::runtime::Handle::current();
     let b = Arc::clone(broker);
-    let coordinator = tokio::task::spawn_blocking(move || {
+    let coordinator = crate::blocking::run(move || {
         state_topic::ensure_topic(
             &b,
             TRANSACTION_STATE_TOPIC,
@@ -289,7 +289,7 @@ fn every(
             let Some(c) = coordinator.upgrade() else {
                 return;
             };
-            if tokio::task::spawn_blocking(move || work(&c)).await.is_err() {
+            if crate::blocking::run(move || work(&c)).await.is_err() {
                 return;
             }
         }

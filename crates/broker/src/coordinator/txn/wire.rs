@@ -51,7 +51,7 @@ pub enum TxnRequest {
 
 /// Runs a blocking coordinator call on the blocking pool.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f)
+    crate::blocking::run(f)
         .await
         .map_err(|e| format!("transaction coordinator task failed: {e}"))
 }
@@ -273,7 +273,7 @@ pub async fn handle(
     request: TxnRequest,
 ) -> Result<Bytes, String> {
     if let TxnRequest::DescribeProducers(r) = &request {
-        let response = super::producers::describe_producers(broker, r);
+        let response = super::producers::describe_producers(broker, r).await;
         return encode_response(api_key, version, correlation_id, &response);
     }
     let Some(c) = broker.txns.get().map(Arc::clone) else {
