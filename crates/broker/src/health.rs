@@ -187,9 +187,9 @@ impl Health {
 /// Whether the remote log manager runs and has loaded the metadata of every
 /// tiered partition; otherwise what is missing.
 fn tiered_metadata(broker: &Broker) -> (bool, String) {
-    let Some(rlm) = broker.remote.get() else {
+    if broker.remote.get().is_none() {
         return (false, "the remote log manager has not started".to_owned());
-    };
+    }
     let tiered: Vec<_> = broker
         .partitions
         .all()
@@ -198,7 +198,7 @@ fn tiered_metadata(broker: &Broker) -> (bool, String) {
         .collect();
     let waiting: Vec<String> = tiered
         .iter()
-        .filter(|p| !rlm.is_loaded(p))
+        .filter(|p| p.remote_pending())
         .map(|p| format!("{}-{}", p.topic, p.index))
         .collect();
     if waiting.is_empty() {
