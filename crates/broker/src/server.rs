@@ -6,7 +6,9 @@
 //! no recovery.
 
 use {
-    crate::{broker::Broker, config::BrokerConfig, error::BrokerError, metrics, network},
+    crate::{
+        broker::Broker, config::BrokerConfig, error::BrokerError, health::Health, metrics, network,
+    },
     std::{sync::Arc, time::Duration},
     tokio::{net::TcpListener, sync::watch},
 };
@@ -24,10 +26,44 @@ pub async fn run_until(
 ) -> Result<(), BrokerError> {
     let address = config.listener.bind_address();
     let metrics_address = config.metrics_listener;
-    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+    // The probes answer from the start, so a long log recovery reads as
+    // "not ready" rather than as a dead process.
+    let health = Arc::new(Health::new(crate::remote::settings::system_enabled(
+        &config,
+    )));
+    let recorder = metrics::install();
+    let _endpoint = match metrics_address {
+        Some(address) => {
+            match metrics::endpoint::start(address, recorder, Arc::clone(&health)).await {
+                Ok(endpoint) => {
+                    tracing::info!(address = %endpoint.local_addr, "serving /metrics, /healthz and /readyz");
+                    Some(endpoint)
+                }
+                Err(e) => {
+                    tracing::warn!(address = %address, error = %e, "metrics endpoint not started");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    match network::fd::raise_limit() {
+        Ok(limit) => tracing::info!(
+            soft = limit.now,
+            was = limit.before,
+            hard = limit.hard,
+            "open-file limit (RLIMIT_NOFILE)"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
+    let network = network::Network::new(&config)
+        .await
+        .map_err(BrokerError::Config)?;
+    let broker = crate::blocking::run(move || Broker::open(config))
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))??;
     let broker = Arc::new(broker);
+    health.set_broker(&broker);
     let listener = TcpListener::bind(&address)
         .await
         .map_err(|source| BrokerError::Bind {
@@ -39,6 +75,27 @@ pub async fn run_until(
         source,
     })?;
     broker.set_bound_port(local.port());
+    health.set_listener_bound();
+    // Cluster mode: join before serving anything (a refusal stops startup),
+    // and renew from then on: the rest of startup may outlast a lease.
+    let (membership_stop, membership_stopped) = watch::channel(false);
+    let cluster = match crate::cluster::ClusterSettings::from_config(&broker.config)? {
+        Some(settings) => {
+            let (host, port) = broker.advertised();
+            let node = crate::cluster::ClusterNode::join(
+                settings,
+                broker.config.node_id,
+                format!("PLAINTEXT://{host}:{port}"),
+            )
+            .await?;
+            let _ = broker.cluster.set(Arc::clone(&node));
+            node.sync_metadata(&broker).await?;
+            Some(tokio::spawn(
+                node.run(Arc::downgrade(&broker), membership_stopped),
+            ))
+        }
+        None => None,
+    };
     let groups = crate::coordinator::group::broker_log::start(&broker)
         .await
         .map_err(|e| BrokerError::Task(format!("group coordinator: {e}")))?;
@@ -47,23 +104,13 @@ pub async fn run_until(
         .await
         .map_err(|e| BrokerError::Task(format!("transaction coordinator: {e}")))?;
     let _ = broker.txns.set(txns);
-    if let Some(metrics_address) = metrics_address {
-        match metrics::install(metrics_address) {
-            Ok(()) => {
-                tracing::info!(address = %metrics_address, "serving Prometheus metrics on /metrics")
-            }
-            Err(e) => {
-                tracing::warn!(address = %metrics_address, error = %e, "metrics endpoint not started")
-            }
-        }
-    }
     let (host, port) = broker.advertised();
     tracing::info!(
         node_id = broker.config.node_id,
         listen = %local,
         advertised = %format!("{host}:{port}"),
         log_dir = %broker.config.log_dir.display(),
-        cluster_id = %broker.registry.cluster_id(),
+        cluster_id = %broker.cluster_id(),
         "krabka broker started"
     );
 
@@ -71,17 +118,19 @@ pub async fn run_until(
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&broker), shutdown_rx.clone()));
     let server = tokio::spawn(network::serve(
         Arc::clone(&broker),
+        network,
         listener,
         shutdown_rx.clone(),
     ));
-    // Tiered storage starts once the listener serves: the topic-based metadata
-    // manager reaches `__remote_log_metadata` through it.
+    // Tiered storage starts beside the listener (its metadata topic is read
+    // in process, never through the listener); reads below a tiered
+    // partition's local start are served once its remote metadata is loaded.
     // A tier that cannot start (bad bucket, WORM bucket without locked
     // retention) stops the broker: serving a tiered topic without its tier
     // would strand its data.
     let mut fatal = None;
-    // Its own stop signal: it must finish (its metadata goes through this
-    // broker's listener) before the listener stops.
+    // Its own stop signal: it finishes its pass (and persists its metadata
+    // cache) before requests stop and the logs close.
     let (remote_stop_tx, remote_stop_rx) = watch::channel(false);
     let remote_tasks = match crate::remote::RemoteLogManager::start(&broker).await {
         Ok(Some(rlm)) => {
@@ -101,6 +150,7 @@ pub async fn run_until(
         }
     }
     tracing::info!("shutting down: answering in-flight requests");
+    health.set_stopping();
     remote_stop_tx.send_replace(true);
     if let Some(task) = remote_tasks {
         let _ = task.await;
@@ -109,9 +159,14 @@ pub async fn run_until(
     shutdown_tx.send_replace(true);
     let _ = server.await;
     let _ = housekeeping.await;
+    // Deregistering releases this broker's leases at once.
+    membership_stop.send_replace(true);
+    if let Some(membership) = cluster {
+        let _ = membership.await;
+    }
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);
-    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+    crate::blocking::run(move || closing.partitions.close_all())
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))?;
     tracing::info!("krabka broker stopped");
@@ -156,7 +211,7 @@ async fn wait_for_signal() {
 }
 
 /// Periodic work: retention and segment roll (`log.retention.check.interval.ms`),
-/// and the partition-size gauges.
+/// and the partition and group gauges.
 async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let retention_every = Duration::from_millis(broker.config.retention_check_interval_ms.max(1));
     let mut retention = tokio::time::interval(retention_every);
@@ -166,20 +221,28 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
         tokio::select! {
             _ = retention.tick() => {
                 let broker = Arc::clone(&broker);
-                let _ = tokio::task::spawn_blocking(move || {
+                let _ = crate::blocking::run(move || {
+                    let reserve = broker.log_dir.reserve();
                     for p in broker.partitions.all() {
-                        if let Err(e) = p.log.maybe_roll() {
+                        if let Err(e) = p.local_log().maybe_roll() {
                             tracing::warn!(partition = ?p, error = %e, "segment roll failed");
                         }
-                        match p.log.apply_retention() {
+                        // Retention frees space: on a full disk the reserve
+                        // makes room for its checkpoint.
+                        match reserve.run_freeing(
+                            || p.local_log().apply_retention(),
+                            |e| crate::log_dir::reserve::is_out_of_space(e),
+                        ) {
                             Ok(0) => {}
                             Ok(n) => tracing::info!(partition = ?p, segments = n, "retention deleted segments"),
                             Err(e) => tracing::warn!(partition = ?p, error = %e, "retention failed"),
                         }
                     }
+                    // Put the reserve back once there is room again.
+                    reserve.ensure();
                 }).await;
             }
-            _ = gauges.tick() => metrics::publish_log_sizes(&broker),
+            _ = gauges.tick() => metrics::publish(&broker),
             _ = shutdown.changed() => return,
         }
     }

@@ -6,7 +6,8 @@
 //! log start offset, recovery point and cleaner offset in per-log-dir
 //! checkpoint files shared by all partitions; a Krabka partition directory is
 //! self-contained instead and keeps each in its own file
-//! ([`LOG_START_OFFSET_FILE`], [`RECOVERY_POINT_FILE`], [`CLEANER_OFFSET_FILE`]),
+//! ([`LOG_START_OFFSET_FILE`], [`RECOVERY_POINT_FILE`], [`CLEANER_OFFSET_FILE`],
+//! [`LOG_START_FLOOR_FILE`]),
 //! in the same text shape as Kafka's checkpoints: a version line `0`, then
 //! the offset. Kafka ignores these unknown files when loading the directory.
 
@@ -24,6 +25,13 @@ pub const LOG_START_OFFSET_FILE: &str = "krabka-log-start-offset";
 pub const RECOVERY_POINT_FILE: &str = "krabka-recovery-point";
 /// Cleaner first dirty offset (Kafka: `cleaner-offset-checkpoint`, per log dir).
 pub const CLEANER_OFFSET_FILE: &str = "krabka-cleaner-offset";
+/// The partition's log start when it lies below the local one: a tiered
+/// log's DeleteRecords floor (Kafka: the `UnifiedLog` log start offset in
+/// `log-start-offset-checkpoint`). See [`crate::Log::log_start_floor`].
+pub const LOG_START_FLOOR_FILE: &str = "krabka-log-start-floor";
+/// Where brokers before the log owned the floor kept it; taken over (and
+/// removed) when the log opens.
+pub const LEGACY_REMOTE_LOG_START_FILE: &str = "remote-log-start-offset";
 /// Present after a clean shutdown (Kafka: `.kafka_cleanshutdown`, per log dir).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 

@@ -123,7 +123,7 @@ pub async fn dump(request: &DumpRequest) -> Result<RlmmCacheDump, DumpError> {
     let runtime = Handle::current();
     let timeout = request.timeout;
     // The SPI is synchronous and blocks its thread.
-    let result = tokio::task::spawn_blocking(move || {
+    let result = krabka_broker::blocking::run(move || {
         let rlmm = TopicBasedRemoteLogMetadataManager::new(
             shared,
             runtime,

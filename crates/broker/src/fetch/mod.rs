@@ -1,47 +1,129 @@
-//! Fetch: reads with long polling, sizes, topic ids and sessions.
+//! Fetch: reads with long polling, sizes, topic ids, sessions and a memory
+//! budget.
 //!
-//! A fetch reads every requested partition once; if fewer than `min_bytes`
-//! came back and `max_wait_ms` has not passed, it waits for the next append
-//! anywhere on the broker (or the deadline) and reads again. `max_bytes` and
-//! `partition_max_bytes` are soft limits as in Kafka (KIP-74): the first
-//! non-empty partition always returns at least one whole batch, so a batch
-//! larger than the limits cannot stall a consumer.
+//! A fetch resolves its partitions to their [`PartitionStorage`] seams and
+//! reads them all in one trip to the blocking pool, in the client's order
+//! (a session's order for an incremental fetch, see [`session`]). A
+//! partition whose data lies in a slower store (the remote tier) hands back
+//! a future; those run side by side and are awaited together, each bounded
+//! by its store, so a slow one never holds up the partitions that were read
+//! at once. If fewer than `min_bytes` came back and `max_wait_ms` has not
+//! passed, the fetch parks on the partitions it reads — an append elsewhere
+//! on the broker does not wake it — and reads again when one of them
+//! changes, or answers at the deadline.
+//!
+//! Sizes follow Kafka: a response holds at most `min(max_bytes,
+//! fetch.max.bytes)` bytes and a partition at most its
+//! `partition_max_bytes`, except that the first partition with data always
+//! returns one whole batch (KIP-74), so a batch larger than the limits
+//! cannot stall a consumer. Before reading, a fetch takes what it may
+//! allocate from the broker-wide budget ([`budget`]) and holds the bytes it
+//! read until its response has been written.
 
+pub mod budget;
+pub mod convert;
 pub mod session;
 
 use {
-    crate::{broker::Broker, partition::Partition},
+    crate::{
+        blocking,
+        broker::Broker,
+        config::BrokerConfig,
+        network::codec::encode_response,
+        partition::{Isolation, Offsets, PartitionStorage, Read, ReadRequest, ReadResult},
+    },
+    budget::MemoryUnits,
     bytes::Bytes,
+    futures_util::future::{join_all, select_all},
     kafka_protocol::{
         error::ResponseError,
         messages::{
-            FetchRequest, FetchResponse, TopicName,
+            ApiKey, FetchRequest, FetchResponse, TopicName,
             fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData},
         },
         protocol::StrBytes,
     },
-    session::{CachedPartition, SessionPartitions, TopicRef},
-    std::{sync::Arc, time::Duration},
+    session::{CachedPartition, Sent, SessionPartitions, TopicRef},
+    std::{pin::Pin, sync::Arc, time::Duration},
     tokio::time::Instant,
 };
 
 /// Isolation level `READ_COMMITTED` in Fetch and ListOffsets.
 pub const READ_COMMITTED: i8 = 1;
 
-/// The answer for one partition, before it becomes wire structs.
-#[derive(Debug, Clone)]
-struct PartitionResult {
-    key: (TopicRef, i32),
-    data: PartitionData,
-    bytes: usize,
+/// Bytes a response spends on one partition besides its records (index,
+/// offsets, error code, aborted transactions): counted against the budget.
+const PARTITION_OVERHEAD: usize = 64;
+
+/// The broker's fetch settings (Kafka's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchSettings {
+    /// `fetch.max.bytes`: the most a response holds (KIP-74's one batch aside).
+    pub max_bytes: usize,
+    /// `krabka.fetch.memory.max.bytes`: the budget of all responses being
+    /// built or sent at once.
+    pub memory_max_bytes: usize,
+    /// `max.incremental.fetch.session.cache.slots`.
+    pub session_slots: usize,
 }
 
-fn resolve(broker: &Broker, topic: &TopicRef, index: i32) -> Result<Arc<Partition>, i16> {
+impl FetchSettings {
+    /// The settings from the broker's validated configuration (the table
+    /// in `config::defs` holds their defaults and ranges).
+    #[must_use]
+    pub fn from_config(config: &BrokerConfig) -> Self {
+        let get = |name: &str, default: usize| -> usize {
+            config
+                .static_value(name)
+                .0
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .and_then(|v| usize::try_from(v).ok())
+                .unwrap_or(default)
+        };
+        Self {
+            max_bytes: get("fetch.max.bytes", 57_671_680),
+            memory_max_bytes: get("krabka.fetch.memory.max.bytes", 268_435_456),
+            session_slots: get(
+                "max.incremental.fetch.session.cache.slots",
+                session::MAX_SESSIONS,
+            ),
+        }
+    }
+}
+
+/// One partition of a fetch and what became of it.
+struct Slot {
+    key: (TopicRef, i32),
+    wanted: CachedPartition,
+    target: Result<Arc<dyn PartitionStorage>, i16>,
+}
+
+/// The answer for one partition, before it becomes wire structs.
+enum Outcome {
+    Data(ReadResult),
+    /// An error code, with the partition's offsets when it is known.
+    Failed(i16, Option<Offsets>),
+}
+
+impl Outcome {
+    fn bytes(&self) -> usize {
+        match self {
+            Self::Data(r) => r.records.len(),
+            Self::Failed(..) => 0,
+        }
+    }
+}
+
+fn resolve(
+    broker: &Broker,
+    topic: &TopicRef,
+    index: i32,
+) -> Result<Arc<dyn PartitionStorage>, i16> {
     match topic {
         TopicRef::Name(name) => broker
             .partitions
-            .get(name, index)
-            .ok_or(ResponseError::UnknownTopicOrPartition.code()),
+            .storage(name, index)
+            .ok_or_else(|| broker.missing_partition(name, index).code()),
         TopicRef::Id(id) => {
             let meta = broker
                 .registry
@@ -49,116 +131,144 @@ fn resolve(broker: &Broker, topic: &TopicRef, index: i32) -> Result<Arc<Partitio
                 .ok_or(ResponseError::UnknownTopicId.code())?;
             broker
                 .partitions
-                .get(&meta.name, index)
-                .ok_or(ResponseError::UnknownTopicOrPartition.code())
+                .storage(&meta.name, index)
+                .ok_or_else(|| broker.missing_partition(&meta.name, index).code())
         }
     }
 }
 
-async fn read_partition(
-    broker: &Broker,
-    key: &(TopicRef, i32),
-    wanted: CachedPartition,
-    budget: usize,
-    first: bool,
-    isolation: i8,
-) -> PartitionResult {
-    let mut data = PartitionData::default();
-    data.partition_index = key.1;
-    data.high_watermark = -1;
-    data.last_stable_offset = -1;
-    data.log_start_offset = -1;
-    data.preferred_read_replica = kafka_protocol::messages::BrokerId(-1);
-    data.records = Some(Bytes::new());
-    let partition = match resolve(broker, &key.0, key.1) {
-        Ok(p) => p,
-        Err(code) => {
-            data.error_code = code;
-            return PartitionResult {
-                key: key.clone(),
-                data,
-                bytes: 0,
-            };
-        }
-    };
-    let log = Arc::clone(&partition.log);
-    let limit = usize::try_from(wanted.max_bytes.max(0))
-        .unwrap_or(0)
-        .min(budget);
-    let fetch_offset = wanted.fetch_offset;
-    let read = tokio::task::spawn_blocking(move || {
-        let hw = log.log_end_offset();
-        let lso = log.last_stable_offset();
-        let upper = if isolation == READ_COMMITTED { lso } else { hw };
-        let result = log.read(fetch_offset, limit, upper, first);
-        let aborted = if isolation == READ_COMMITTED {
-            log.aborted_transactions(fetch_offset, upper).ok()
-        } else {
-            None
-        };
-        (hw, lso, log.log_start_offset(), result, aborted)
+/// What one read attempt gave: an outcome per slot (in order), and the
+/// budget units it holds.
+struct Attempt {
+    outcomes: Vec<Outcome>,
+    units: MemoryUnits,
+}
+
+/// Reads every slot once: the local reads in one trip to the blocking
+/// pool, then the slower reads side by side.
+async fn read_once(broker: &Broker, slots: &[Slot], limit: usize, isolation: Isolation) -> Attempt {
+    let wanted_total: usize = slots
+        .iter()
+        .filter(|s| s.target.is_ok())
+        .map(|s| usize::try_from(s.wanted.max_bytes.max(0)).unwrap_or(0))
+        .fold(0usize, usize::saturating_add)
+        .min(limit);
+    // Reading costs the bytes twice while the response is encoded.
+    let mut units = broker
+        .fetch_memory
+        .reserve(
+            wanted_total
+                .saturating_mul(2)
+                .saturating_add(PARTITION_OVERHEAD.saturating_mul(slots.len())),
+        )
+        .await;
+    let limit = wanted_total.min(units.held() / 2);
+    let jobs: Vec<(Option<Arc<dyn PartitionStorage>>, CachedPartition)> = slots
+        .iter()
+        .map(|s| (s.target.as_ref().ok().cloned(), s.wanted))
+        .collect();
+    let reads = blocking::run(move || {
+        // Bytes read, and bytes a slower read may still bring.
+        let (mut total, mut reserved) = (0usize, 0usize);
+        jobs.into_iter()
+            .map(|(target, wanted)| {
+                let target = target?;
+                let budget = limit.saturating_sub(total.saturating_add(reserved));
+                let request = ReadRequest {
+                    offset: wanted.fetch_offset,
+                    max_bytes: usize::try_from(wanted.max_bytes.max(0))
+                        .unwrap_or(0)
+                        .min(budget),
+                    min_one_batch: total == 0 && reserved == 0,
+                    isolation,
+                };
+                let read = target.read(&request);
+                match &read {
+                    Ok(Read::Ready(r)) => total = total.saturating_add(r.records.len()),
+                    Ok(Read::Later(_)) => reserved = reserved.saturating_add(request.max_bytes),
+                    Err(_) => {}
+                }
+                Some((read, target))
+            })
+            .collect::<Vec<_>>()
     })
     .await;
-    let Ok((hw, lso, log_start, result, aborted)) = read else {
-        data.error_code = ResponseError::UnknownServerError.code();
-        return PartitionResult {
-            key: key.clone(),
-            data,
-            bytes: 0,
+    let Ok(reads) = reads else {
+        let code = ResponseError::UnknownServerError.code();
+        return Attempt {
+            outcomes: slots
+                .iter()
+                .map(|s| Outcome::Failed(s.target.as_ref().err().copied().unwrap_or(code), None))
+                .collect(),
+            units,
         };
     };
-    data.high_watermark = hw;
-    data.last_stable_offset = lso;
-    data.log_start_offset = log_start;
-    let upper = if isolation == READ_COMMITTED { lso } else { hw };
-    let (log_start, result, remote_aborted) = crate::remote::fetch::below_local_start(
-        broker,
-        &partition,
-        fetch_offset,
-        limit,
-        first,
-        (upper, isolation == READ_COMMITTED),
-        log_start,
-        result,
-    )
-    .await;
-    // A read served by the remote tier reports the remote transaction indexes.
-    let aborted = remote_aborted.or(aborted);
-    data.log_start_offset = log_start;
-    match result {
-        Ok(info) => {
-            data.log_start_offset = info.log_start_offset.min(log_start);
-            let bytes = info.records.len();
-            data.records = Some(info.records);
-            if isolation == READ_COMMITTED {
-                data.aborted_transactions = Some(
-                    aborted
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|a| {
-                            let mut t = AbortedTransaction::default();
-                            t.producer_id = kafka_protocol::messages::ProducerId(a.producer_id.0);
-                            t.first_offset = a.first_offset;
-                            t
-                        })
-                        .collect(),
-                );
+    let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(slots.len());
+    let mut later = Vec::new();
+    for (i, (slot, read)) in slots.iter().zip(reads).enumerate() {
+        outcomes.push(match read {
+            None => Some(Outcome::Failed(
+                slot.target
+                    .as_ref()
+                    .err()
+                    .copied()
+                    .unwrap_or(ResponseError::UnknownServerError.code()),
+                None,
+            )),
+            Some((Ok(Read::Ready(r)), _)) => Some(Outcome::Data(r)),
+            Some((Ok(Read::Later(future)), target)) => {
+                later.push((i, future, target));
+                None
             }
-            PartitionResult {
-                key: key.clone(),
-                data,
-                bytes,
-            }
-        }
-        Err(e) => {
-            data.error_code = e.kafka_error_code();
-            PartitionResult {
-                key: key.clone(),
-                data,
-                bytes: 0,
+            Some((Err(e), target)) => Some(Outcome::Failed(
+                e.kafka_error_code(),
+                Some(target.offsets()),
+            )),
+        });
+    }
+    if !later.is_empty() {
+        let (indexes, futures): (Vec<_>, Vec<_>) = later
+            .into_iter()
+            .map(|(i, future, target)| (i, async move { (future.await, target) }))
+            .unzip();
+        for (i, (result, target)) in indexes.into_iter().zip(join_all(futures).await) {
+            if let Some(slot) = outcomes.get_mut(i) {
+                *slot = Some(match result {
+                    Ok(r) => Outcome::Data(r),
+                    Err(e) => Outcome::Failed(e.kafka_error_code(), Some(target.offsets())),
+                });
             }
         }
     }
+    let outcomes: Vec<Outcome> = outcomes
+        .into_iter()
+        .map(|o| {
+            o.unwrap_or(Outcome::Failed(
+                ResponseError::UnknownServerError.code(),
+                None,
+            ))
+        })
+        .collect();
+    // Keep what was read (twice while encoding); a batch larger than the
+    // limit (KIP-74) takes its excess if the budget has it.
+    let read: usize = outcomes.iter().map(Outcome::bytes).sum();
+    let needed = read
+        .saturating_mul(2)
+        .saturating_add(PARTITION_OVERHEAD.saturating_mul(slots.len()));
+    if needed > units.held() {
+        let _ = units.try_grow(needed - units.held());
+    }
+    units.shrink_to(needed);
+    Attempt { outcomes, units }
+}
+
+/// A fetch's answer and the budget its bytes hold.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The response.
+    pub response: FetchResponse,
+    /// Units of the fetch memory budget its records hold.
+    pub units: Option<MemoryUnits>,
 }
 
 /// Handles one Fetch request of version `version`.
@@ -167,6 +277,33 @@ pub async fn handle_fetch(
     version: i16,
     request: FetchRequest,
 ) -> FetchResponse {
+    fetch(broker, version, request).await.response
+}
+
+/// Handles one Fetch request and encodes its answer; the frame holds the
+/// fetch's memory budget until it has been written.
+///
+/// # Errors
+///
+/// The encoder's refusal, as text.
+pub async fn answer(
+    broker: &Arc<Broker>,
+    version: i16,
+    correlation_id: i32,
+    request: FetchRequest,
+) -> Result<Bytes, String> {
+    let Fetched { response, units } = fetch(broker, version, request).await;
+    crate::metrics::fetch_answered(broker, &response);
+    let frame = encode_response(ApiKey::Fetch, version, correlation_id, &response)?;
+    drop(response);
+    Ok(match units {
+        Some(units) => units.attach(frame),
+        None => frame,
+    })
+}
+
+/// Handles one Fetch request; see the module docs.
+pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Fetched {
     let mut response = FetchResponse::default();
     let by_id = version >= 13;
     let topic_ref = |name: &TopicName, id: uuid::Uuid| {
@@ -220,78 +357,111 @@ pub async fn handle_fetch(
                 Err(e) => {
                     response.error_code = e.code();
                     response.session_id = 0;
-                    return response;
+                    return Fetched {
+                        response,
+                        units: None,
+                    };
                 }
             }
         };
 
-    let max_bytes = usize::try_from(request.max_bytes.max(0)).unwrap_or(usize::MAX);
+    let slots: Vec<Slot> = partitions
+        .iter()
+        .map(|(key, wanted)| Slot {
+            key: key.clone(),
+            wanted: *wanted,
+            target: resolve(broker, &key.0, key.1),
+        })
+        .collect();
+    let limit = usize::try_from(request.max_bytes.max(0))
+        .unwrap_or(usize::MAX)
+        .min(broker.fetch_settings.max_bytes);
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
+    let isolation = Isolation::from_wire(request.isolation_level);
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0));
     let deadline = Instant::now() + wait;
-    let mut appended = broker.partitions.subscribe();
     let mut shutdown = broker.shutdown_signal();
-    let results = loop {
-        // Mark the current append generation as seen before reading, so an
-        // append that lands during the read wakes the next wait.
-        appended.borrow_and_update();
-        let mut results = Vec::with_capacity(partitions.len());
-        let mut total = 0usize;
-        let mut any_error = false;
-        for (key, wanted) in &partitions {
-            let budget = max_bytes.saturating_sub(total);
-            let r = read_partition(
-                broker,
-                key,
-                *wanted,
-                budget,
-                total == 0,
-                request.isolation_level,
-            )
-            .await;
-            total = total.saturating_add(r.bytes);
-            any_error |= r.data.error_code != 0;
-            results.push(r);
+    let targets: Vec<&Arc<dyn PartitionStorage>> = slots
+        .iter()
+        .filter_map(|s| s.target.as_ref().ok())
+        .collect();
+    let attempt = loop {
+        // Listen before reading, so an append that lands during the read
+        // wakes the wait below.
+        let mut woken: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> = targets
+            .iter()
+            .map(|t| Box::pin(t.changed().notified()))
+            .collect();
+        for w in &mut woken {
+            w.as_mut().enable();
         }
+        let attempt = read_once(broker, &slots, limit, isolation).await;
+        let total: usize = attempt.outcomes.iter().map(Outcome::bytes).sum();
+        let any_error = attempt
+            .outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Failed(..)));
         if total >= min_bytes || any_error || Instant::now() >= deadline || *shutdown.borrow() {
-            break results;
+            break attempt;
         }
+        // Nothing held while parked: the budget is for fetches that read.
+        drop(attempt);
+        let _parked = crate::metrics::parked_fetch();
+        let changed = async {
+            if woken.is_empty() {
+                std::future::pending::<()>().await;
+            } else {
+                select_all(woken.iter_mut()).await;
+            }
+        };
         tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => {}
-            changed = appended.changed() => { if changed.is_err() { break results; } }
+            () = tokio::time::sleep_until(deadline) => {}
+            () = changed => {}
             _ = shutdown.changed() => {}
         }
     };
+    drop(targets);
+    let mut attempt = attempt;
+    if version < convert::ZSTD_MIN_FETCH_VERSION {
+        for_old_fetch_version(broker, version, &slots, &mut attempt.outcomes);
+    }
 
     // In an incremental session only partitions with news are answered.
     let mut sent = Vec::new();
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
-    for r in results {
+    for (slot, outcome) in slots.into_iter().zip(attempt.outcomes) {
+        let bytes = outcome.bytes();
+        let data = partition_data(slot.key.1, outcome, isolation);
         let values = (
-            r.data.high_watermark,
-            r.data.last_stable_offset,
-            r.data.log_start_offset,
+            data.high_watermark,
+            data.last_stable_offset,
+            data.log_start_offset,
         );
-        if incremental {
-            let previous = partitions.get(&r.key).and_then(|c| c.last_sent);
-            if r.bytes == 0 && r.data.error_code == 0 && previous == Some(values) {
-                continue;
-            }
+        if incremental
+            && bytes == 0
+            && data.error_code == 0
+            && slot.wanted.last_sent == Some(values)
+        {
+            continue;
         }
         if session_id != 0 {
-            sent.push((r.key.clone(), values));
+            sent.push(Sent {
+                key: slot.key.clone(),
+                values,
+                had_records: bytes > 0,
+            });
         }
-        let (name, id) = match &r.key.0 {
+        let (name, id) = match &slot.key.0 {
             TopicRef::Name(n) => (n.clone(), uuid::Uuid::nil()),
             TopicRef::Id(id) => (String::new(), *id),
         };
         match topics.last_mut() {
-            Some(t) if t.topic.0.as_str() == name && t.topic_id == id => t.partitions.push(r.data),
+            Some(t) if t.topic.0.as_str() == name && t.topic_id == id => t.partitions.push(data),
             _ => {
                 let mut t = FetchableTopicResponse::default();
                 t.topic = TopicName(StrBytes::from_string(name));
                 t.topic_id = id;
-                t.partitions.push(r.data);
+                t.partitions.push(data);
                 topics.push(t);
             }
         }
@@ -301,7 +471,78 @@ pub async fn handle_fetch(
     }
     response.session_id = session_id;
     response.responses = topics;
-    response
+    Fetched {
+        response,
+        units: Some(attempt.units),
+    }
+}
+
+/// Applies [`convert::for_fetch_version`] to what was read for a client of
+/// an old Fetch version.
+fn for_old_fetch_version(broker: &Broker, version: i16, slots: &[Slot], outcomes: &mut [Outcome]) {
+    for (slot, outcome) in slots.iter().zip(outcomes.iter_mut()) {
+        let Outcome::Data(read) = outcome else {
+            continue;
+        };
+        let name = match &slot.key.0 {
+            TopicRef::Name(n) => n.clone(),
+            TopicRef::Id(id) => match broker.registry.by_id(*id) {
+                Some(meta) => meta.name,
+                None => continue,
+            },
+        };
+        let Some(partition) = broker.partitions.get(&name, slot.key.1) else {
+            continue;
+        };
+        let compression = partition.local_log().config().compression_type;
+        let records = std::mem::take(&mut read.records);
+        match convert::for_fetch_version(version, compression, records) {
+            Ok(records) => read.records = records,
+            Err(code) => *outcome = Outcome::Failed(code, Some(read.offsets)),
+        }
+    }
+}
+
+fn partition_data(index: i32, outcome: Outcome, isolation: Isolation) -> PartitionData {
+    let mut data = PartitionData::default();
+    data.partition_index = index;
+    data.high_watermark = -1;
+    data.last_stable_offset = -1;
+    data.log_start_offset = -1;
+    data.preferred_read_replica = kafka_protocol::messages::BrokerId(-1);
+    data.records = Some(Bytes::new());
+    let set_offsets = |data: &mut PartitionData, offsets: &Offsets| {
+        data.high_watermark = offsets.high_watermark;
+        data.last_stable_offset = offsets.last_stable;
+        data.log_start_offset = offsets.log_start;
+    };
+    match outcome {
+        Outcome::Data(read) => {
+            set_offsets(&mut data, &read.offsets);
+            data.records = Some(read.records);
+            if isolation == Isolation::ReadCommitted {
+                data.aborted_transactions = Some(
+                    read.aborted
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|a| {
+                            let mut t = AbortedTransaction::default();
+                            t.producer_id = kafka_protocol::messages::ProducerId(a.producer_id.0);
+                            t.first_offset = a.first_offset;
+                            t
+                        })
+                        .collect(),
+                );
+            }
+        }
+        Outcome::Failed(code, offsets) => {
+            data.error_code = code;
+            if let Some(offsets) = offsets {
+                set_offsets(&mut data, &offsets);
+            }
+        }
+    }
+    data
 }
 
 fn to_partitions(requested: Vec<((TopicRef, i32), i64, i32)>) -> SessionPartitions {

@@ -9,6 +9,7 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer;
+pub mod topic_partitions;
 
 use {
     crate::{
@@ -35,21 +36,11 @@ pub enum Reply {
 
 /// Whether a request changes state and so must be handled before the next
 /// request of the same connection is read (keeps a producer's pipelined
-/// batches in order). Everything else may run concurrently.
+/// batches in order). Everything else may run concurrently. The API table
+/// ([`api_versions::APIS`]) says which is which.
 #[must_use]
-pub fn must_run_in_order(request: &Request) -> bool {
-    !matches!(
-        request,
-        Request::Fetch(_)
-            | Request::Metadata(_)
-            | Request::ApiVersions(_)
-            | Request::ApiVersionsUnsupported
-            | Request::ListOffsets(_)
-            | Request::DescribeConfigs(_)
-            | Request::DescribeCluster(_)
-            | Request::DescribeLogDirs(_)
-            | Request::OffsetForLeaderEpoch(_)
-    )
+pub fn must_run_in_order(request: &DecodedRequest) -> bool {
+    api_versions::must_run_in_order(request.api_key)
 }
 
 /// What [`queue_produce`] made of a request.
@@ -75,10 +66,15 @@ pub fn queue_produce(
     };
     let (version, correlation_id) = (request.version, request.header.correlation_id);
     let acks = r.acks;
-    let queued = produce::queue_produce(broker, version, r);
+    let queued = produce::queue_produce(broker, version, client_id(&request.header), r);
     Queued::Produce(
         async move { produce_reply(version, correlation_id, acks, queued.answer().await) },
     )
+}
+
+/// The request's `client.id` ("" when absent).
+fn client_id(header: &kafka_protocol::messages::RequestHeader) -> &str {
+    header.client_id.as_ref().map_or("", |c| c.as_str())
 }
 
 fn produce_reply(
@@ -129,20 +125,10 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
         ),
         Request::Produce(r) => {
             let acks = r.acks;
-            let queued = produce::queue_produce(broker, version, r);
+            let queued = produce::queue_produce(broker, version, client_id(&header), r);
             return produce_reply(version, correlation_id, acks, queued.answer().await);
         }
-        Request::Fetch(r) => {
-            let response = fetch::handle_fetch(broker, version, r).await;
-            let out: usize = response
-                .responses
-                .iter()
-                .flat_map(|t| t.partitions.iter())
-                .map(|p| p.records.as_ref().map_or(0, Bytes::len))
-                .sum();
-            crate::metrics::bytes_out(out);
-            encode_response(api_key, version, correlation_id, &response)
-        }
+        Request::Fetch(r) => fetch::answer(broker, version, correlation_id, r).await,
         Request::ListOffsets(r) => encode_response(
             api_key,
             version,
@@ -183,13 +169,19 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             api_key,
             version,
             correlation_id,
-            &admin::handle_describe_log_dirs(broker, &r),
+            &admin::handle_describe_log_dirs(broker, &r).await,
         ),
         Request::DescribeCluster(r) => encode_response(
             api_key,
             version,
             correlation_id,
             &metadata::handle_describe_cluster(broker, &r),
+        ),
+        Request::DescribeTopicPartitions(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &topic_partitions::handle_describe_topic_partitions(broker, &r),
         ),
         Request::DescribeConfigs(r) => encode_response(
             api_key,

@@ -5,7 +5,7 @@
 use {
     super::{Reply, handle},
     crate::{
-        api_versions::SUPPORTED,
+        api_versions::APIS,
         broker::Broker,
         config::{BrokerConfig, RawSettings},
         network::codec::{DecodedRequest, Request},
@@ -100,7 +100,10 @@ async fn every_api_at_every_version_answers() {
     check!(created.topics[0].error_code == 0);
     let topic_id = broker.registry.get("t").unwrap().id;
 
-    for &(api, min, max) in SUPPORTED {
+    for &crate::api_versions::Api {
+        key: api, min, max, ..
+    } in APIS
+    {
         for version in min..=max {
             match api {
                 ApiKey::Produce => {
@@ -187,7 +190,7 @@ async fn every_api_at_every_version_answers() {
                         Request::ApiVersions(ApiVersionsRequest::default()),
                     )
                     .await;
-                    check!(resp.api_keys.len() == SUPPORTED.len());
+                    check!(resp.api_keys.len() == APIS.len());
                 }
                 ApiKey::InitProducerId => {
                     let mut r = InitProducerIdRequest::default();
@@ -429,7 +432,7 @@ async fn incremental_fetch_sessions_answer_only_news() {
     check!(quiet.responses.is_empty());
     let partition = broker.partitions.get("s", 1).unwrap();
     partition
-        .log
+        .local_log()
         .append_as_leader(batch(&["x"]), crate::partition::LEADER_EPOCH)
         .unwrap();
     let news: FetchResponse = call(&broker, ApiKey::Fetch, 12, fetch(2, session, &[])).await;
@@ -469,10 +472,10 @@ async fn long_poll_is_woken_by_an_append() {
     check!(!waiting.is_finished());
     let partition = broker.partitions.get("w", 0).unwrap();
     partition
-        .log
+        .local_log()
         .append_as_leader(batch(&["wake"]), crate::partition::LEADER_EPOCH)
         .unwrap();
-    broker.partitions.notify_append();
+    partition.notify_appended();
     let resp = waiting.await.unwrap();
     check!(
         resp.responses[0].partitions[0]

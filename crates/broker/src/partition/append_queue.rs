@@ -7,7 +7,8 @@
 //! sent. Whatever queues up while one append runs is appended by the same
 //! blocking task: a client that sends a record per request (librdkafka with
 //! `linger.ms=0`) pays the hop to the blocking pool once per queue-full
-//! rather than once per request.
+//! rather than once per request. Each append wakes the partition's waiters
+//! (parked fetches) before its producer is answered.
 
 use {
     super::LEADER_EPOCH,
@@ -17,7 +18,7 @@ use {
         collections::VecDeque,
         sync::{Arc, Mutex, PoisonError},
     },
-    tokio::sync::oneshot,
+    tokio::sync::{Notify, oneshot},
 };
 
 /// The answer to one queued append.
@@ -54,8 +55,14 @@ impl AppendQueue {
 
     /// Queues `records` for `log.append_as_leader` behind every append
     /// queued before; starts a blocking task to work through the queue if
-    /// none is running. Must be called within a tokio runtime.
-    pub fn push(self: &Arc<Self>, log: &Arc<Log>, records: Bytes) -> Appended {
+    /// none is running, which notifies `changed` after its appends. Must be
+    /// called within a tokio runtime.
+    pub fn push(
+        self: &Arc<Self>,
+        log: &Arc<Log>,
+        changed: &Arc<Notify>,
+        records: Bytes,
+    ) -> Appended {
         let (done, appended) = oneshot::channel();
         let start = {
             let mut state = self.lock();
@@ -63,13 +70,13 @@ impl AppendQueue {
             !std::mem::replace(&mut state.draining, true)
         };
         if start {
-            let (queue, log) = (Arc::clone(self), Arc::clone(log));
-            tokio::task::spawn_blocking(move || queue.drain(&log));
+            let (queue, log, changed) = (Arc::clone(self), Arc::clone(log), Arc::clone(changed));
+            crate::blocking::spawn(move || queue.drain(&log, &changed));
         }
         appended
     }
 
-    fn drain(&self, log: &Log) {
+    fn drain(&self, log: &Log, changed: &Notify) {
         // Should an append panic, the queue is not left marked as draining
         // by a task that is gone: the jobs still queued fail, the next push
         // starts afresh.
@@ -93,9 +100,11 @@ impl AppendQueue {
                 std::mem::take(&mut state.jobs)
             };
             for job in jobs {
-                let _ = job
-                    .done
-                    .send(log.append_as_leader(job.records, LEADER_EPOCH));
+                let result = log.append_as_leader(job.records, LEADER_EPOCH);
+                if result.is_ok() {
+                    changed.notify_waiters();
+                }
+                let _ = job.done.send(result);
             }
         }
     }

@@ -1,18 +1,32 @@
-//! The partition manager: every partition this node leads, each owning its
-//! `krabka_log::Log`.
+//! The partition manager: every partition this node leads, each owning all
+//! of its storage behind the [`PartitionStorage`] seam.
 //!
-//! On a single node the leader is the only replica, so the high watermark is
-//! the log end offset and the ISR is this node. All log calls run on
-//! tokio's blocking pool so the async workers never wait for the disk; the
-//! log itself serializes appends per partition and lets reads proceed beside
-//! them. Every append bumps a watch channel that long-polling fetches wait on.
+//! A [`Partition`] here is a classic partition: its local `krabka_log::Log`
+//! and, for a tiered topic, the remote tier below the local log start
+//! (served through the remote log manager, whose task publishes what it
+//! learns of the tier into the partition, see [`TierOffsets`]). On a single
+//! node the leader is the only replica, so the high watermark is the log
+//! end offset and the ISR is this node. Log calls run on the blocking pool
+//! ([`crate::blocking`]); the log serializes appends per partition and lets
+//! reads proceed beside them. Every append notifies the partition's
+//! [`PartitionStorage::changed`], which the fetches parked on it wait for.
 
 mod append_queue;
+mod classic;
+pub mod storage;
+#[cfg(test)]
+mod tests;
 
-pub use append_queue::Appended;
+pub use {
+    append_queue::Appended,
+    storage::{
+        Isolation, OffsetQuery, Offsets, PartitionStorage, Read, ReadRequest, ReadResult,
+        StorageError,
+    },
+};
 
 use {
-    crate::{error::BrokerError, topics::config::BrokerSideConfig},
+    crate::{error::BrokerError, remote::RemoteLogManager, topics::config::BrokerSideConfig},
     append_queue::AppendQueue,
     bytes::Bytes,
     krabka_ids::LeaderEpoch,
@@ -20,9 +34,9 @@ use {
     std::{
         collections::HashMap,
         path::{Path, PathBuf},
-        sync::{Arc, RwLock},
+        sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak},
     },
-    tokio::sync::watch,
+    tokio::sync::Notify,
     uuid::Uuid,
 };
 
@@ -32,6 +46,24 @@ pub const LEADER_EPOCH: LeaderEpoch = LeaderEpoch(0);
 /// Threads that open the partitions of one topic side by side.
 const OPEN_THREADS: usize = 8;
 
+/// The broker's remote log manager, once it has started (shared by every
+/// partition, set once).
+pub type RemoteSlot = Arc<OnceLock<Arc<RemoteLogManager>>>;
+
+/// What the remote log manager has learnt of a tiered partition's remote
+/// data, published into the partition so that it can answer for all of its
+/// storage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierOffsets {
+    /// The partition's remote metadata was loaded since this broker started;
+    /// before that, offsets below the local log start cannot be answered.
+    pub loaded: bool,
+    /// The first offset held in the remote tier, if any segment is there.
+    pub remote_start: Option<i64>,
+    /// The highest offset copied to the remote tier (KIP-1005 "latest tiered").
+    pub highest_tiered: Option<i64>,
+}
+
 /// One partition this node leads.
 pub struct Partition {
     /// Topic name.
@@ -40,10 +72,16 @@ pub struct Partition {
     pub topic_id: Uuid,
     /// Partition index.
     pub index: i32,
-    /// The partition's log.
-    pub log: Arc<Log>,
+    log: Arc<Log>,
     extras: RwLock<BrokerSideConfig>,
     appends: Arc<AppendQueue>,
+    changed: Arc<Notify>,
+    remote: RemoteSlot,
+    /// `remote.log.storage.system.enable`.
+    remote_system: bool,
+    tier: Mutex<TierOffsets>,
+    /// This partition, for the futures of its remote reads.
+    me: Weak<Partition>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -53,6 +91,22 @@ impl std::fmt::Debug for Partition {
 }
 
 impl Partition {
+    /// The local log, for the two users below the request handlers: the
+    /// coordinators, whose internal topics are always local and which write
+    /// and replay them as a log, and the remote log manager, which tiers it.
+    /// Request handlers go through [`PartitionStorage`]. A writer must call
+    /// [`Partition::notify_appended`] after an append.
+    #[must_use]
+    pub fn local_log(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    /// Wakes whoever waits on this partition (after an append made
+    /// directly on [`Partition::local_log`]).
+    pub fn notify_appended(&self) {
+        self.changed.notify_waiters();
+    }
+
     /// The high watermark: the log end offset on a single node.
     #[must_use]
     pub fn high_watermark(&self) -> i64 {
@@ -61,18 +115,59 @@ impl Partition {
 
     /// Queues a client's batches for appending as leader, behind every
     /// append queued before (see [`append_queue`]); the receiver gets the
-    /// log's answer. Must be called within a tokio runtime.
+    /// log's answer, and the partition's waiters are woken. Must be called
+    /// within a tokio runtime.
     pub fn queue_append(&self, records: Bytes) -> Appended {
-        self.appends.push(&self.log, records)
+        self.appends.push(&self.log, &self.changed, records)
     }
 
     /// Broker-side settings (e.g. `min.insync.replicas`).
     #[must_use]
     pub fn extras(&self) -> BrokerSideConfig {
-        *self
-            .extras
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self.extras.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the topic has `remote.storage.enable=true`.
+    #[must_use]
+    pub fn is_tiered(&self) -> bool {
+        self.extras().remote_storage_enable
+    }
+
+    /// What the remote log manager last published about the remote data.
+    #[must_use]
+    pub fn tier_offsets(&self) -> TierOffsets {
+        *self.tier.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Publishes what the remote log manager learnt of the remote data.
+    pub fn publish_tier_offsets(&self, offsets: TierOffsets) {
+        *self.tier.lock().unwrap_or_else(PoisonError::into_inner) = offsets;
+    }
+
+    /// The partition's log start offset: the first offset in the remote
+    /// tier when there is one below the local log start, else the local
+    /// one, never below the log start floor DeleteRecords set.
+    #[must_use]
+    pub fn log_start_offset(&self) -> i64 {
+        let local = self.log.log_start_offset();
+        let start = self
+            .tier_offsets()
+            .remote_start
+            .map_or(local, |r| r.min(local));
+        start.max(self.log.log_start_floor())
+    }
+
+    /// Whether this tiered partition cannot answer for its remote data yet:
+    /// the remote log manager has not started or has not loaded the
+    /// partition's metadata. Offsets below the local log start then get a
+    /// retriable error, never an answer from local data alone. A log that
+    /// still starts at 0 has nothing below it and is never pending.
+    #[must_use]
+    pub fn remote_pending(&self) -> bool {
+        self.log.log_start_offset() > 0
+            && self.remote_system
+            && self.is_tiered()
+            && (self.remote.get().is_none() || !self.tier_offsets().loaded)
     }
 }
 
@@ -87,8 +182,13 @@ pub struct PartitionManager {
     log_dir: PathBuf,
     clock: Arc<dyn Clock>,
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
-    appended: watch::Sender<u64>,
+    /// Partitions whose log could not be opened, with the reason: refused
+    /// with `KAFKA_STORAGE_ERROR` (Kafka's answer for a partition of a
+    /// failed log directory) while the others serve.
+    offline: RwLock<HashMap<(String, i32), String>>,
     cleaner: Option<LogCleaner>,
+    remote: RemoteSlot,
+    remote_system: bool,
 }
 
 impl std::fmt::Debug for PartitionManager {
@@ -101,28 +201,37 @@ impl std::fmt::Debug for PartitionManager {
 
 impl PartitionManager {
     /// An empty manager for partitions under `log_dir`; logs are registered
-    /// with `cleaner` (compaction) if there is one.
+    /// with `cleaner` (compaction) if there is one. Tiered partitions read
+    /// their remote data through the manager in `remote` once it is set;
+    /// `remote_system` is `remote.log.storage.system.enable`.
     #[must_use]
-    pub fn new(log_dir: PathBuf, cleaner: Option<LogCleaner>) -> Self {
+    pub fn new(
+        log_dir: PathBuf,
+        cleaner: Option<LogCleaner>,
+        remote: RemoteSlot,
+        remote_system: bool,
+    ) -> Self {
         Self {
             log_dir,
             clock: Arc::new(SystemClock),
             partitions: RwLock::new(HashMap::new()),
-            appended: watch::channel(0).0,
+            offline: RwLock::new(HashMap::new()),
             cleaner,
+            remote,
+            remote_system,
         }
     }
 
     fn read_map(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(String, i32), Arc<Partition>>> {
         self.partitions
             .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<(String, i32), Arc<Partition>>> {
         self.partitions
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Opens (recovering) or creates partitions `from..to` of a topic. Blocking.
@@ -139,13 +248,45 @@ impl PartitionManager {
         extras: BrokerSideConfig,
     ) -> Result<(), BrokerError> {
         let indexes: Vec<i32> = range.collect();
+        match self
+            .open_available(topic, topic_id, &indexes, config, extras)
+            .into_iter()
+            .next()
+        {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Opens (recovering) or creates the partitions `indexes` of a topic,
+    /// as far as they open; returns the ones that failed, with their
+    /// errors (the caller decides whether they go offline). A coordinator's
+    /// state topic is opened refusing corruption (see
+    /// [`crate::topics::names::is_state_topic`]). What recovery removed is
+    /// counted in the metrics. Blocking.
+    pub fn open_available(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        indexes: &[i32],
+        config: &LogConfig,
+        extras: BrokerSideConfig,
+    ) -> Vec<(i32, BrokerError)> {
+        let options = krabka_log::OpenOptions {
+            corruption: if crate::topics::names::is_state_topic(topic) {
+                krabka_log::CorruptionPolicy::Refuse
+            } else {
+                krabka_log::CorruptionPolicy::Truncate
+            },
+            verify_all: false,
+        };
         // Opening a log is mostly waiting for fsyncs (a new partition writes
         // its metadata and checkpoints durably); opened side by side, the
         // file system commits them together, which is what makes creating
         // the 50 partitions of an internal topic take milliseconds, not
         // seconds.
         let chunk = indexes.len().div_ceil(OPEN_THREADS).max(1);
-        let opened: Vec<Result<(i32, Log), BrokerError>> = std::thread::scope(|scope| {
+        let opened: Vec<Result<(i32, Log), (i32, BrokerError)>> = std::thread::scope(|scope| {
             let workers: Vec<_> = indexes
                 .chunks(chunk)
                 .map(|part| {
@@ -153,9 +294,15 @@ impl PartitionManager {
                         part.iter()
                             .map(|&index| {
                                 let dir = partition_dir(&self.log_dir, topic, index);
-                                Log::open(&dir, topic_id, config.clone(), Arc::clone(&self.clock))
-                                    .map(|log| (index, log))
-                                    .map_err(|source| BrokerError::Log { dir, source })
+                                Log::open_with(
+                                    &dir,
+                                    topic_id,
+                                    config.clone(),
+                                    Arc::clone(&self.clock),
+                                    options,
+                                )
+                                .map(|log| (index, log))
+                                .map_err(|source| (index, BrokerError::Log { dir, source }))
                             })
                             .collect::<Vec<_>>()
                     })
@@ -165,31 +312,81 @@ impl PartitionManager {
                 .into_iter()
                 .flat_map(|w| {
                     w.join().unwrap_or_else(|_| {
-                        vec![Err(BrokerError::Task(format!(
-                            "opening a partition of {topic} panicked"
-                        )))]
+                        vec![Err((
+                            -1,
+                            BrokerError::Task(format!("opening a partition of {topic} panicked")),
+                        ))]
                     })
                 })
                 .collect()
         });
+        let mut failed = Vec::new();
         for result in opened {
-            let (index, log) = result?;
+            let (index, log) = match result {
+                Ok(opened) => opened,
+                Err(failure) => {
+                    failed.push(failure);
+                    continue;
+                }
+            };
+            crate::metrics::recovery_removed(topic, log.recovery_report());
+            self.write_offline().remove(&(topic.to_owned(), index));
             let log = Arc::new(log);
             if let Some(cleaner) = &self.cleaner {
                 cleaner.register(&log);
             }
-            let partition = Arc::new(Partition {
+            let partition = Arc::new_cyclic(|me| Partition {
                 topic: topic.to_owned(),
                 topic_id,
                 index,
                 log,
                 extras: RwLock::new(extras),
                 appends: Arc::default(),
+                changed: Arc::default(),
+                remote: Arc::clone(&self.remote),
+                remote_system: self.remote_system,
+                tier: Mutex::default(),
+                me: me.clone(),
             });
             self.write_map()
                 .insert((topic.to_owned(), index), partition);
         }
-        Ok(())
+        failed
+    }
+
+    fn write_offline(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<(String, i32), String>> {
+        self.offline
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn read_offline(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(String, i32), String>> {
+        self.offline
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records that a partition could not be opened: requests for it are
+    /// refused with `KAFKA_STORAGE_ERROR` and `reason` is what it reports.
+    pub fn mark_offline(&self, topic: &str, index: i32, reason: String) {
+        self.write_offline()
+            .insert((topic.to_owned(), index), reason);
+        crate::metrics::offline_partitions(self.read_offline().len());
+    }
+
+    /// Why a partition is offline, if it is.
+    #[must_use]
+    pub fn offline_reason(&self, topic: &str, index: i32) -> Option<String> {
+        self.read_offline().get(&(topic.to_owned(), index)).cloned()
+    }
+
+    /// Every offline partition with its reason.
+    #[must_use]
+    pub fn offline(&self) -> Vec<((String, i32), String)> {
+        self.read_offline()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// One partition, if this node has it.
@@ -211,7 +408,7 @@ impl PartitionManager {
             *partition
                 .extras
                 .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = extras;
+                .unwrap_or_else(PoisonError::into_inner) = extras;
         }
     }
 
@@ -221,9 +418,25 @@ impl PartitionManager {
     ///
     /// [`BrokerError::Log`] / [`BrokerError::Io`] if the data cannot be removed.
     pub fn delete_topic(&self, topic: &str) -> Result<(), BrokerError> {
+        self.delete_partitions(topic, 0)
+    }
+
+    /// Removes the partitions `from..` of a topic and deletes their data
+    /// (an aborted CreatePartitions). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Log`] / [`BrokerError::Io`] if the data cannot be removed.
+    pub fn delete_partitions(&self, topic: &str, from: i32) -> Result<(), BrokerError> {
+        self.write_offline()
+            .retain(|(t, i), _| t != topic || *i < from);
         let removed: Vec<Arc<Partition>> = {
             let mut map = self.write_map();
-            let keys: Vec<_> = map.keys().filter(|(t, _)| t == topic).cloned().collect();
+            let keys: Vec<_> = map
+                .keys()
+                .filter(|(t, i)| t == topic && *i >= from)
+                .cloned()
+                .collect();
             keys.iter().filter_map(|k| map.remove(k)).collect()
         };
         for partition in removed {
@@ -286,14 +499,11 @@ impl PartitionManager {
         }
     }
 
-    /// Wakes long-polling fetches after an append.
-    pub fn notify_append(&self) {
-        self.appended.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    /// A receiver that changes after every append.
+    /// The storage seam of one partition, if this node has it: what
+    /// request handlers use.
     #[must_use]
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.appended.subscribe()
+    pub fn storage(&self, topic: &str, index: i32) -> Option<Arc<dyn PartitionStorage>> {
+        self.get(topic, index)
+            .map(|p| p as Arc<dyn PartitionStorage>)
     }
 }

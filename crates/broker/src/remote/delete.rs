@@ -16,14 +16,19 @@
 //! afterwards.
 //!
 //! DeleteRecords moves the partition's log start, which for a tiered
-//! partition may lie below the local log start: it is persisted in the
-//! partition directory (`remote-log-start-offset`) because neither the local
-//! log nor the remote metadata can hold an offset in the middle of a remote
-//! segment, and the task deletes the remote segments wholly below it.
+//! partition may lie below the local log start: the partition has its log
+//! keep it as its log start floor (`krabka_log::Log::raise_log_start_floor`,
+//! a durable checkpoint of the log's own), because the remote metadata
+//! cannot hold an offset in the middle of a remote segment; the task deletes
+//! the remote segments wholly below it.
 
 use {
-    super::{PartitionState, RemoteLogManager, backend, now_ms},
-    crate::{broker::Broker, error::BrokerError, partition::Partition},
+    super::{RemoteLogManager, backend, now_ms},
+    crate::{
+        broker::Broker,
+        error::BrokerError,
+        partition::{Partition, TierOffsets},
+    },
     krabka_remote_storage::{
         RemoteLogSegmentMetadata, RemoteLogSegmentState, RemotePartitionDeleteMetadata,
         RemotePartitionDeleteState, RemoteStorageError, TopicIdPartition,
@@ -38,8 +43,6 @@ use {
 
 /// The journal file of pending remote deletions, in the log dir.
 pub const JOURNAL_FILE: &str = "krabka-remote-deletions";
-/// The persisted log start of a tiered partition, in its directory.
-pub const LOG_START_FILE: &str = "remote-log-start-offset";
 /// Longest wait for a partition's remote metadata to load.
 const READY_WAIT: Duration = Duration::from_secs(30);
 
@@ -260,60 +263,18 @@ fn still_tiered(broker: &Broker, tp: &TopicIdPartition) -> bool {
     })
 }
 
-/// Reads a partition's persisted log start, if DeleteRecords set one.
-#[must_use]
-pub fn read_log_start(dir: &Path) -> Option<i64> {
-    krabka_log::checkpoint::read_offset(&dir.join(LOG_START_FILE))
-        .ok()
-        .flatten()
-}
-
 impl RemoteLogManager {
-    /// DeleteRecords on a tiered partition: moves the partition's log start
-    /// to `target` (which may lie in the remote tier), persisted before it
-    /// is answered; the task then deletes the remote segments wholly below
-    /// it, and local segments go at once. Returns the new log start (the
-    /// current one if `target` is not past it). Blocking.
-    ///
-    /// # Errors
-    ///
-    /// `LEADER_NOT_AVAILABLE` (retriable) while the partition's remote
-    /// metadata is loading; `KAFKA_STORAGE_ERROR` if the offset cannot be
-    /// persisted; the log's error code if local segments cannot be deleted.
-    pub fn delete_records(&self, p: &Partition, target: i64) -> Result<i64, i16> {
-        use kafka_protocol::error::ResponseError;
-        if !self.is_loaded(p) {
-            return Err(ResponseError::LeaderNotAvailable.code());
-        }
-        let current = self.log_start_offset(p);
-        if target <= current {
-            return Ok(current);
-        }
-        krabka_log::checkpoint::write_offset(&p.log.dir().join(LOG_START_FILE), target)
-            .map_err(|_| ResponseError::KafkaStorageError.code())?;
-        let mut state = self.partition_state(p);
-        state.log_start_floor = Some(target);
-        self.set_partition_state(p, state);
-        if target > p.log.log_start_offset() {
-            p.log
-                .advance_log_start_offset(target)
-                .map_err(|e| e.kafka_error_code())?;
-        }
-        tracing::info!(partition = ?p, log_start = target, "DeleteRecords moved the log start into the tiered log");
-        Ok(target)
-    }
-
     /// Deletes the finished remote segments wholly below the partition's
-    /// persisted log start (DeleteRecords). Part of the task pass.
+    /// log start floor (DeleteRecords). Part of the task pass.
     pub(super) fn delete_below_log_start(
         &self,
         p: &Partition,
         tp: &TopicIdPartition,
-        state: &PartitionState,
     ) -> Result<(), RemoteStorageError> {
-        let Some(floor) = state.log_start_floor else {
+        let floor = p.local_log().log_start_floor();
+        if floor == 0 {
             return Ok(());
-        };
+        }
         let mut deleted = 0usize;
         for m in self.metadata.list_remote_log_segments(tp)? {
             if m.state() == RemoteLogSegmentState::CopySegmentFinished && m.end_offset() < floor {
@@ -432,10 +393,15 @@ impl RemoteLogManager {
                     }
                     if entry.cause == DeletionCause::TieringDisabled {
                         // The next enable starts from an empty tier.
-                        self.lock().remove(&(
-                            entry.partition.topic().to_owned(),
-                            entry.partition.partition(),
-                        ));
+                        let (topic, index) = (entry.partition.topic(), entry.partition.partition());
+                        self.lock().remove(&(topic.to_owned(), index));
+                        if let Some(p) = broker
+                            .partitions
+                            .get(topic, index)
+                            .filter(|p| p.topic_id == entry.partition.topic_id())
+                        {
+                            p.publish_tier_offsets(TierOffsets::default());
+                        }
                     }
                     tracing::info!(partition = %entry.partition, cause = entry.cause.word(), "remote data deleted");
                 }

@@ -74,11 +74,14 @@ pub fn partition(topic: &str, index: i32, g: PartitionGauges) {
     gauge!("krabka_remote_log_segments", &labels).set(g.remote_segments as f64);
     gauge!("krabka_remote_copy_lag_bytes", &labels).set(g.copy_lag_bytes as f64);
     gauge!("krabka_remote_copy_lag_segments", &labels).set(g.copy_lag_segments as f64);
-    // The error counters exist (at 0) from the first pass, so an alert on
-    // them has a series to watch before the first error.
+    // The request and error counters exist (at 0) from the first pass, so
+    // a rate or an alert has a series to watch before the first event.
     for name in [
+        "krabka_remote_copy_requests_total",
         "krabka_remote_copy_errors_total",
+        "krabka_remote_fetch_requests_total",
         "krabka_remote_fetch_errors_total",
+        "krabka_remote_delete_requests_total",
         "krabka_remote_delete_errors_total",
     ] {
         counter!(name, "topic" => topic.to_owned()).increment(0);
@@ -103,7 +106,6 @@ impl super::RemoteLogManager {
         &self,
         p: &crate::partition::Partition,
         tp: &krabka_remote_storage::TopicIdPartition,
-        state: &super::PartitionState,
     ) -> Result<(), krabka_remote_storage::RemoteStorageError> {
         let mut g = PartitionGauges::default();
         for m in self.metadata.list_remote_log_segments(tp)? {
@@ -112,13 +114,8 @@ impl super::RemoteLogManager {
                 g.remote_segments += 1;
             }
         }
-        let local: Vec<super::LocalSegment> = Self::local_segments(p)
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
-        let upper = p.log.last_stable_offset().min(p.high_watermark());
-        for s in super::policy::segments_to_copy(&local, Self::next_to_copy(state), upper) {
-            g.copy_lag_bytes += s.size_bytes;
+        for s in p.local_log().tierable_segments(Self::next_to_copy(p)) {
+            g.copy_lag_bytes += s.segment.size_bytes;
             g.copy_lag_segments += 1;
         }
         partition(&p.topic, p.index, g);

@@ -17,18 +17,22 @@
 //!    segments through the delete lifecycle.
 //!
 //! The log's own log start offset is the *local* log start offset once
-//! segments have left local disk; the partition's log start offset is the
-//! first offset held remotely (see [`RemoteLogManager::log_start_offset`]).
-//! Fetches below the local log start are served by [`RemoteLogManager::read`],
-//! which runs them on their own `remote.log.reader.threads` threads
-//! ([`reader`]) so they cannot take the blocking threads local fetches use.
-//! Deletion on request (DeleteRecords, topic deletion, KIP-950 disable) is
-//! in [`delete`], reads beyond plain batches in [`read`], metrics in
-//! [`metrics`].
+//! segments have left local disk. What the task learns of the tier (the
+//! first remote offset, the highest tiered one, that the metadata is loaded)
+//! it publishes into the partition ([`TierOffsets`]), which answers for all
+//! of its storage behind its seam: the partition's log start offset is the
+//! first offset held remotely, raised by the DeleteRecords floor the log
+//! keeps. The log exports what a copy needs
+//! (`krabka_log::Log::tierable_segments`). Reads below the local log start
+//! come here from the partition ([`RemoteLogManager::read_remote`]) and run
+//! on their own `remote.log.reader.threads` threads ([`reader`]) so they
+//! cannot take the blocking threads local fetches use. Deletion on request
+//! (DeleteRecords' floor, topic deletion, KIP-950 disable) is in [`delete`],
+//! reads beyond plain batches in [`read`], metrics in [`metrics`].
 
 pub mod backend;
 pub mod delete;
-pub mod fetch;
+pub mod metadata_log;
 pub mod metrics;
 pub mod policy;
 pub mod read;
@@ -40,7 +44,7 @@ use {
     crate::{
         broker::Broker,
         error::BrokerError,
-        partition::{LEADER_EPOCH, Partition},
+        partition::{LEADER_EPOCH, Partition, TierOffsets},
         topics::config as topic_config,
     },
     bytes::Bytes,
@@ -53,8 +57,7 @@ use {
         position_for_relative_offset,
     },
     krabka_remote_storage_topic::{
-        KafkaMetadataEventLog, KafkaMetadataEventLogConfig, MetadataEventLog,
-        TopicBasedRemoteLogMetadataManager, TopicBasedRlmmConfig,
+        MetadataEventLog, TopicBasedRemoteLogMetadataManager, TopicBasedRlmmConfig,
     },
     policy::{LocalSegment, RemoteSegment, Retention},
     settings::{MetadataManagerChoice, RemoteSettings},
@@ -70,13 +73,10 @@ use {
 /// sequential consumer do not each cost a remote round trip per batch.
 const MIN_REMOTE_READ: usize = 64 * 1024;
 
-/// Per-partition bookkeeping of the remote log manager.
+/// Per-partition bookkeeping of the remote log manager's task (what it
+/// learns of the tier is published into the partition, [`TierOffsets`]).
 #[derive(Debug, Clone, Default)]
 struct PartitionState {
-    /// First offset held in the remote tier, if any segment is there.
-    remote_start: Option<i64>,
-    /// Highest offset in the remote tier (KIP-1005 "latest tiered"), if any.
-    highest_tiered: Option<i64>,
     /// Whether the partition was assigned to the metadata manager and its
     /// leftovers from an earlier run were cleaned up.
     prepared: bool,
@@ -86,8 +86,6 @@ struct PartitionState {
     retry_at: Option<Instant>,
     /// The topic id this state belongs to (a recreated topic starts afresh).
     topic_id: uuid::Uuid,
-    /// The log start DeleteRecords persisted, if any ([`delete`]).
-    log_start_floor: Option<i64>,
 }
 
 /// Whether the tier is a write-once (WORM) archive, and who publishes its
@@ -158,9 +156,9 @@ fn long_setting(broker: &Broker, configs: &BTreeMap<String, String>, name: &str)
 
 impl RemoteLogManager {
     /// Builds the manager from the broker's settings, or `None` when
-    /// `remote.log.storage.system.enable` is false. With the topic-based
-    /// metadata manager this connects to the broker's own listener, so call
-    /// it once the listener serves.
+    /// `remote.log.storage.system.enable` is false. The topic-based metadata
+    /// manager reads and writes `__remote_log_metadata` on this broker's own
+    /// partitions ([`metadata_log`]), never through its listener.
     ///
     /// # Errors
     ///
@@ -173,7 +171,7 @@ impl RemoteLogManager {
         let storage_settings =
             backend::StorageSettings::from_config(&broker.config, settings.storage_dir.clone())?;
         // Building an object-store tier checks the bucket (blocking calls).
-        let built = tokio::task::spawn_blocking(move || backend::build(&storage_settings))
+        let built = crate::blocking::run(move || backend::build(&storage_settings))
             .await
             .map_err(|e| BrokerError::Task(format!("remote storage manager: {e}")))??;
         let storage = Arc::clone(&built.storage);
@@ -181,7 +179,7 @@ impl RemoteLogManager {
         let metadata: Arc<dyn RemoteLogMetadataManager> = match settings.metadata_manager {
             MetadataManagerChoice::InMemory => Arc::new(InmemoryRemoteLogMetadataManager::new()),
             MetadataManagerChoice::Topic => {
-                let log = Self::connect_metadata_log(broker, &settings).await?;
+                let log = Self::metadata_log(broker, &settings).await?;
                 event_log = Some(Arc::clone(&log));
                 Arc::new(TopicBasedRemoteLogMetadataManager::new(
                     log,
@@ -196,7 +194,7 @@ impl RemoteLogManager {
                 // segment metadata is kept in memory.
                 let log = match event_log {
                     Some(log) => log,
-                    None => Self::connect_metadata_log(broker, &settings).await?,
+                    None => Self::metadata_log(broker, &settings).await?,
                 };
                 Some(worm::ChainHeadPublisher::new(
                     Arc::clone(object),
@@ -257,15 +255,13 @@ impl RemoteLogManager {
         }))
     }
 
-    /// Connects to the broker's own `__remote_log_metadata` through its listener.
-    async fn connect_metadata_log(
-        broker: &Broker,
+    /// The broker's own `__remote_log_metadata`, in process (created on
+    /// first use).
+    async fn metadata_log(
+        broker: &Arc<Broker>,
         settings: &RemoteSettings,
     ) -> Result<Arc<dyn MetadataEventLog>, BrokerError> {
-        let (host, port) = broker.advertised();
-        let mut config = KafkaMetadataEventLogConfig::new(vec![format!("{host}:{port}")]);
-        config.partitions = settings.metadata_partitions;
-        let log = KafkaMetadataEventLog::connect(config)
+        let log = metadata_log::BrokerMetadataEventLog::open(broker, settings.metadata_partitions)
             .await
             .map_err(|e| BrokerError::Task(format!("remote log metadata topic: {e}")))?;
         Ok(Arc::new(log))
@@ -285,33 +281,7 @@ impl RemoteLogManager {
 
     fn set_partition_state(&self, p: &Partition, mut state: PartitionState) {
         state.topic_id = p.topic_id;
-        let mut map = self.lock();
-        let key = (p.topic.clone(), p.index);
-        // The task writes back a copy it took earlier: a log start that
-        // DeleteRecords moved meanwhile must not go back.
-        if let Some(current) = map.get(&key).filter(|s| s.topic_id == p.topic_id) {
-            state.log_start_floor = state.log_start_floor.max(current.log_start_floor);
-        }
-        map.insert(key, state);
-    }
-
-    /// The partition's log start offset: the first offset in the remote tier
-    /// when there is one below the local log start, else the local one.
-    #[must_use]
-    pub fn log_start_offset(&self, p: &Partition) -> i64 {
-        let local = p.log.log_start_offset();
-        let state = self.partition_state(p);
-        let start = state.remote_start.map_or(local, |r| r.min(local));
-        // DeleteRecords may have moved it into the middle of a remote segment.
-        state.log_start_floor.map_or(start, |f| start.max(f))
-    }
-
-    /// Whether the partition's remote metadata is loaded (the first task pass
-    /// after start has run for it). Before that, offsets below the local log
-    /// start cannot be answered yet.
-    #[must_use]
-    pub fn is_loaded(&self, p: &Partition) -> bool {
-        self.partition_state(p).prepared || self.partition_state(p).remote_start.is_some()
+        self.lock().insert((p.topic.clone(), p.index), state);
     }
 
     /// Whether the partition belongs to a topic with `remote.storage.enable=true`.
@@ -323,21 +293,14 @@ impl RemoteLogManager {
             .is_some_and(|meta| is_tiered(broker, &meta.configs, "remote.storage.enable"))
     }
 
-    /// KIP-1005 "latest tiered offset" (ListOffsets -5): the highest offset
-    /// copied to the remote tier, `None` if nothing is there.
-    #[must_use]
-    pub fn highest_tiered_offset(&self, p: &Partition) -> Option<i64> {
-        self.partition_state(p).highest_tiered
-    }
-
     /// Runs the copy and retention tasks every task interval until shutdown.
     pub async fn run(self: Arc<Self>, broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
         // Load every tiered partition's metadata before the first copy, so
-        // reads of remote data are served as soon as possible after a start.
+        // reads of remote data are served as soon as it is loaded.
         {
             let rlm = Arc::clone(&self);
             let broker = Arc::clone(&broker);
-            let _ = tokio::task::spawn_blocking(move || rlm.before_first_pass(&broker)).await;
+            let _ = crate::blocking::run(move || rlm.before_first_pass(&broker)).await;
         }
         let mut tick = tokio::time::interval(self.settings.task_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -346,7 +309,7 @@ impl RemoteLogManager {
                 _ = tick.tick() => {
                     let rlm = Arc::clone(&self);
                     let broker = Arc::clone(&broker);
-                    let pass = tokio::task::spawn_blocking(move || rlm.run_once(&broker));
+                    let pass = crate::blocking::run(move || rlm.run_once(&broker));
                     tokio::pin!(pass);
                     tokio::select! {
                         _ = &mut pass => {}
@@ -364,7 +327,7 @@ impl RemoteLogManager {
         // Persist the metadata manager's state (e.g. its snapshot cache) so
         // the next start loads it quickly.
         let rlm = Arc::clone(&self);
-        let _ = tokio::task::spawn_blocking(move || {
+        let _ = crate::blocking::run(move || {
             if let Err(e) = rlm.metadata.close() {
                 tracing::warn!(error = %e, "closing the remote log metadata manager failed");
             }
@@ -379,7 +342,7 @@ impl RemoteLogManager {
     /// What a start does before the first pass: forgets a disable that
     /// never finished, and loads the metadata of every tiered partition.
     /// Blocking.
-    pub(super) fn before_first_pass(&self, broker: &Broker) {
+    pub(crate) fn before_first_pass(&self, broker: &Broker) {
         self.drop_unfinished_disables(broker);
         self.prepare_all(broker);
     }
@@ -467,7 +430,7 @@ impl RemoteLogManager {
         }
         let copy_disabled = is_tiered(broker, configs, "remote.log.copy.disable");
         if !copy_disabled && !backing_off {
-            match self.copy_pending(p, &tp, &state) {
+            match self.copy_pending(p, &tp) {
                 Ok(()) => {
                     state.failures = 0;
                     state.retry_at = None;
@@ -481,9 +444,9 @@ impl RemoteLogManager {
                 }
             }
         }
-        self.refresh(&tp, &mut state)?;
         // Publish the remote start before local retention moves the local
         // one past it, so ListOffsets and Fetch never see a gap.
+        self.refresh(p, &tp)?;
         self.set_partition_state(p, state.clone());
         let retention = Retention::from_raw(
             long_setting(broker, configs, "retention.ms"),
@@ -491,11 +454,11 @@ impl RemoteLogManager {
             long_setting(broker, configs, "local.retention.ms"),
             long_setting(broker, configs, "local.retention.bytes"),
         );
-        self.apply_local_retention(p, &state, retention);
-        self.apply_total_retention(p, &tp, &mut state, retention)?;
-        self.delete_below_log_start(p, &tp, &state)?;
-        self.refresh(&tp, &mut state)?;
-        self.publish_gauges(p, &tp, &state)?;
+        self.apply_local_retention(p, retention);
+        self.apply_total_retention(p, &tp, retention)?;
+        self.delete_below_log_start(p, &tp)?;
+        self.refresh(p, &tp)?;
+        self.publish_gauges(p, &tp)?;
         self.set_partition_state(p, state);
         Ok(())
     }
@@ -519,9 +482,8 @@ impl RemoteLogManager {
             std::thread::sleep(Duration::from_millis(5));
         }
         self.clean_unfinished(tp)?;
-        state.log_start_floor = delete::read_log_start(p.log.dir());
         state.prepared = true;
-        self.refresh(tp, state)?;
+        self.refresh(p, tp)?;
         self.set_partition_state(p, state.clone());
         Ok(())
     }
@@ -547,26 +509,26 @@ impl RemoteLogManager {
         tracing::warn!(partition = ?p, error = %e, ?backoff, failures = state.failures, "{what}; retrying later");
     }
 
-    /// Re-reads the remote start and highest offset from the metadata manager.
-    fn refresh(
-        &self,
-        tp: &TopicIdPartition,
-        state: &mut PartitionState,
-    ) -> Result<(), RemoteStorageError> {
+    /// Re-reads the remote start and highest offset from the (loaded)
+    /// metadata manager and publishes them into the partition.
+    fn refresh(&self, p: &Partition, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
         let finished: Vec<_> = self
             .metadata
             .list_remote_log_segments(tp)?
             .into_iter()
             .filter(|m| m.state() == RemoteLogSegmentState::CopySegmentFinished)
             .collect();
-        state.remote_start = finished
-            .iter()
-            .map(RemoteLogSegmentMetadata::start_offset)
-            .min();
-        state.highest_tiered = finished
-            .iter()
-            .map(RemoteLogSegmentMetadata::end_offset)
-            .max();
+        p.publish_tier_offsets(TierOffsets {
+            loaded: true,
+            remote_start: finished
+                .iter()
+                .map(RemoteLogSegmentMetadata::start_offset)
+                .min(),
+            highest_tiered: finished
+                .iter()
+                .map(RemoteLogSegmentMetadata::end_offset)
+                .max(),
+        });
         Ok(())
     }
 
@@ -626,52 +588,33 @@ impl RemoteLogManager {
         self.update(m, RemoteLogSegmentState::DeleteSegmentFinished, None)
     }
 
-    fn local_segments(p: &Partition) -> Vec<(LocalSegment, krabka_log::SegmentInfo)> {
-        p.log
+    fn local_segments(p: &Partition) -> Vec<LocalSegment> {
+        p.local_log()
             .segments()
             .into_iter()
-            .map(|s| {
-                (
-                    LocalSegment {
-                        base_offset: s.base_offset,
-                        end_offset: s.end_offset,
-                        size_bytes: s.size_bytes,
-                        max_timestamp: s.max_timestamp,
-                        active: s.active,
-                    },
-                    s,
-                )
+            .map(|s| LocalSegment {
+                base_offset: s.base_offset,
+                end_offset: s.end_offset,
+                size_bytes: s.size_bytes,
+                max_timestamp: s.max_timestamp,
+                active: s.active,
             })
             .collect()
     }
 
-    fn next_to_copy(state: &PartitionState) -> i64 {
-        state.highest_tiered.map_or(0, |h| h + 1)
+    /// One past the highest offset in the tier.
+    fn next_to_copy(p: &Partition) -> i64 {
+        p.tier_offsets().highest_tiered.map_or(0, |h| h + 1)
     }
 
-    fn copy_pending(
-        &self,
-        p: &Partition,
-        tp: &TopicIdPartition,
-        state: &PartitionState,
-    ) -> Result<(), RemoteStorageError> {
+    fn copy_pending(&self, p: &Partition, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
         // A chain head whose publication failed earlier goes out first.
         self.publish_chain_head(tp)?;
-        let segments = Self::local_segments(p);
-        let plain: Vec<LocalSegment> = segments.iter().map(|(s, _)| *s).collect();
-        // Single node: the high watermark is the log end, and the LSO is never above it.
-        let upper = p.log.last_stable_offset().min(p.high_watermark());
-        for seg in policy::segments_to_copy(&plain, Self::next_to_copy(state), upper) {
+        for segment in p.local_log().tierable_segments(Self::next_to_copy(p)) {
             if self.stopping() {
                 break;
             }
-            let Some((_, info)) = segments
-                .iter()
-                .find(|(s, _)| s.base_offset == seg.base_offset)
-            else {
-                continue;
-            };
-            self.copy_segment(p, tp, info)?;
+            self.copy_segment(p, tp, &segment)?;
         }
         Ok(())
     }
@@ -680,26 +623,14 @@ impl RemoteLogManager {
         &self,
         p: &Partition,
         tp: &TopicIdPartition,
-        info: &krabka_log::SegmentInfo,
+        segment: &krabka_log::TierableSegment,
     ) -> Result<(), RemoteStorageError> {
+        let info = &segment.segment;
         let (base, end) = (info.base_offset, info.end_offset);
-        let all_epochs = p.log.leader_epochs();
-        let upto: Vec<krabka_log::EpochEntry> = all_epochs
-            .iter()
-            .copied()
-            .filter(|e| e.start_offset < end)
-            .collect();
-        let mut segment_epochs = BTreeMap::new();
-        for (i, e) in upto.iter().enumerate() {
-            let next = upto.get(i + 1).map_or(i64::MAX, |n| n.start_offset);
-            if next > base {
-                segment_epochs.insert(e.epoch, e.start_offset.max(base));
-            }
-        }
+        let mut segment_epochs = segment.segment_epochs();
         if segment_epochs.is_empty() {
             segment_epochs.insert(LEADER_EPOCH, base);
         }
-        let txn = info.txn_index_path.metadata().ok().map(|m| m.len());
         let size = i32::try_from(info.size_bytes)
             .map_err(|_| backend(format!("segment {} too large", info.log_path.display())))?;
         let details = RemoteLogSegmentDetails::new(
@@ -707,7 +638,7 @@ impl RemoteLogManager {
             RemoteLogSegmentState::CopySegmentStarted,
             segment_epochs,
         )
-        .with_txn_idx_empty(txn.is_none_or(|n| n == 0));
+        .with_txn_idx_empty(segment.txn_index_bytes == 0);
         let metadata = RemoteLogSegmentMetadata::new(
             RemoteLogSegmentId::generate_new(tp.clone()),
             base,
@@ -717,14 +648,13 @@ impl RemoteLogManager {
             now_ms(),
             details,
         )?;
-        let snapshot = krabka_log::producer_state::snapshot_path(p.log.dir(), end);
         let data = LogSegmentData {
             log_segment: info.log_path.clone(),
             offset_index: info.offset_index_path.clone(),
             time_index: info.time_index_path.clone(),
-            transaction_index: txn.filter(|n| *n > 0).map(|_| info.txn_index_path.clone()),
-            producer_snapshot_index: snapshot.exists().then_some(snapshot),
-            leader_epoch_index: Bytes::from(krabka_log::leader_epoch::render(&upto)),
+            transaction_index: (segment.txn_index_bytes > 0).then(|| info.txn_index_path.clone()),
+            producer_snapshot_index: segment.producer_snapshot.clone(),
+            leader_epoch_index: Bytes::from(segment.leader_epoch_checkpoint()),
         };
         self.metadata
             .add_remote_log_segment_metadata(metadata.clone())?;
@@ -748,21 +678,14 @@ impl RemoteLogManager {
         }
     }
 
-    fn apply_local_retention(&self, p: &Partition, state: &PartitionState, retention: Retention) {
-        let plain: Vec<LocalSegment> = Self::local_segments(p)
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
-        let n = policy::local_segments_to_delete(
-            &plain,
-            Self::next_to_copy(state),
-            retention,
-            now_ms(),
-        );
+    fn apply_local_retention(&self, p: &Partition, retention: Retention) {
+        let plain = Self::local_segments(p);
+        let n =
+            policy::local_segments_to_delete(&plain, Self::next_to_copy(p), retention, now_ms());
         let Some(last) = n.checked_sub(1).and_then(|i| plain.get(i)) else {
             return;
         };
-        match p.log.advance_log_start_offset(last.end_offset) {
+        match p.local_log().delete_local_segments_below(last.end_offset) {
             Ok(_) => {
                 tracing::info!(partition = ?p, segments = n, local_log_start = last.end_offset, "local retention deleted tiered segments")
             }
@@ -774,7 +697,6 @@ impl RemoteLogManager {
         &self,
         p: &Partition,
         tp: &TopicIdPartition,
-        state: &mut PartitionState,
         retention: Retention,
     ) -> Result<(), RemoteStorageError> {
         let finished: Vec<RemoteLogSegmentMetadata> = self
@@ -792,9 +714,9 @@ impl RemoteLogManager {
                 max_timestamp: m.max_timestamp_ms(),
             })
             .collect();
-        let next = Self::next_to_copy(state);
+        let next = Self::next_to_copy(p);
         let local_only: u64 = p
-            .log
+            .local_log()
             .segments()
             .iter()
             .filter(|s| s.base_offset >= next)
@@ -808,11 +730,10 @@ impl RemoteLogManager {
         }
         // Offsets gone from the remote tier are gone from the log: local copies
         // of them (if local retention kept any) go too.
+        let log = p.local_log();
         if let Some(start) = new_start
-            && start > p.log.log_start_offset()
-            && let Err(e) = p
-                .log
-                .advance_log_start_offset(start.min(p.log.log_end_offset()))
+            && start > log.log_start_offset()
+            && let Err(e) = log.advance_log_start_offset(start.min(log.log_end_offset()))
         {
             tracing::warn!(partition = ?p, error = %e, "advancing the log start after remote retention failed");
         }
@@ -931,4 +852,4 @@ impl RemoteLogManager {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,6 +1,7 @@
-//! The pure decisions of the remote log manager: which local segments to
-//! copy, which copied local segments local retention may delete, and which
-//! remote segments total retention deletes.
+//! The pure decisions of the remote log manager: which copied local
+//! segments local retention may delete, and which remote segments total
+//! retention deletes. (Which local segments may be copied is the log's to
+//! say: `krabka_log::Log::tierable_segments`.)
 //!
 //! They are plain functions over plain numbers so they can be tested without
 //! a log, a tier or a clock, and so the manager's I/O code holds no policy.
@@ -70,25 +71,6 @@ pub struct RemoteSegment {
     pub size_bytes: u64,
     /// Largest timestamp.
     pub max_timestamp: i64,
-}
-
-/// The local segments to copy, in offset order: closed, not empty, wholly
-/// below `upper` (the last stable offset, which is never above the high
-/// watermark), and starting at or after `next_to_copy` (one past the highest
-/// offset already in the remote tier). Copies must stay in order, so the
-/// list stops at the first segment that does not qualify yet.
-#[must_use]
-pub fn segments_to_copy(
-    segments: &[LocalSegment],
-    next_to_copy: i64,
-    upper: i64,
-) -> Vec<LocalSegment> {
-    segments
-        .iter()
-        .skip_while(|s| s.base_offset < next_to_copy)
-        .take_while(|s| !s.active && s.end_offset <= upper && s.end_offset > s.base_offset)
-        .copied()
-        .collect()
 }
 
 /// How many of the oldest local segments local retention deletes: only
@@ -181,19 +163,6 @@ mod tests {
             local(200, 300, 1000, 30, false),
             local(300, 350, 500, 40, true),
         ]
-    }
-
-    #[test]
-    fn copies_closed_segments_below_the_lso_in_order() {
-        let segs = log();
-        let bases = |v: Vec<LocalSegment>| v.iter().map(|s| s.base_offset).collect::<Vec<_>>();
-        check!(bases(segments_to_copy(&segs, 0, 350)) == vec![0, 100, 200]);
-        check!(bases(segments_to_copy(&segs, 100, 350)) == vec![100, 200]);
-        // An open transaction at 150 holds back the segment holding it and all later ones.
-        check!(bases(segments_to_copy(&segs, 0, 150)) == vec![0]);
-        check!(bases(segments_to_copy(&segs, 300, 350)).is_empty());
-        // The active segment is never copied.
-        check!(bases(segments_to_copy(&segs[3..], 300, 1000)).is_empty());
     }
 
     #[test]

@@ -113,7 +113,7 @@ impl RemoteLogManager {
     ) -> Result<Option<TimestampOffset>, RemoteReadError> {
         let rlm = Arc::clone(self);
         let partition = Arc::clone(p);
-        let start = self.log_start_offset(p);
+        let start = p.log_start_offset();
         self.readers
             .run(move || match query {
                 TimestampQuery::AtOrAfter(ts) => rlm.offset_for_timestamp(&partition, ts, start),
@@ -189,7 +189,12 @@ impl RemoteLogManager {
     /// The epochs to search, oldest first: the log's cached ones, and the
     /// broker's single epoch when the cache no longer reaches that far back.
     fn epochs(p: &Partition) -> Vec<LeaderEpoch> {
-        let mut epochs: Vec<LeaderEpoch> = p.log.leader_epochs().iter().map(|e| e.epoch).collect();
+        let mut epochs: Vec<LeaderEpoch> = p
+            .local_log()
+            .leader_epochs()
+            .iter()
+            .map(|e| e.epoch)
+            .collect();
         epochs.push(LEADER_EPOCH);
         epochs.sort_unstable();
         epochs.dedup();
@@ -250,7 +255,7 @@ impl RemoteLogManager {
             }
             current = self.next_with_txn_index(p, tp, m.end_offset() + 1)?;
         }
-        if !complete && let Ok(local) = p.log.aborted_transactions(start, upper) {
+        if !complete && let Ok(local) = p.local_log().aborted_transactions(start, upper) {
             out.extend(local);
         }
         out.sort_by_key(|a| (a.first_offset, a.producer_id.0));

@@ -161,7 +161,7 @@ mod tests {
                 .is_ok()
             })
         };
-        tokio::task::spawn_blocking(move || started.recv())
+        crate::blocking::run(move || started.recv())
             .await
             .unwrap()
             .unwrap();

@@ -41,17 +41,17 @@ use {
 };
 
 /// Records per batch in these tests.
-const PER_BATCH: i64 = 10;
+pub(crate) const PER_BATCH: i64 = 10;
 
-struct Harness {
-    _dir: tempfile::TempDir,
-    broker: Arc<Broker>,
-    rlm: Arc<RemoteLogManager>,
-    metadata: Arc<InmemoryRemoteLogMetadataManager>,
-    tier: PathBuf,
+pub(crate) struct Harness {
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) broker: Arc<Broker>,
+    pub(crate) rlm: Arc<RemoteLogManager>,
+    pub(crate) metadata: Arc<InmemoryRemoteLogMetadataManager>,
+    pub(crate) tier: PathBuf,
 }
 
-fn config(dir: &Path, extra: &[(&str, &str)]) -> BrokerConfig {
+pub(crate) fn config(dir: &Path, extra: &[(&str, &str)]) -> BrokerConfig {
     let mut raw = RawSettings::default();
     raw.set("log.dirs", &dir.display().to_string(), "test");
     raw.set("log.cleaner.enable", "false", "test");
@@ -64,7 +64,7 @@ fn config(dir: &Path, extra: &[(&str, &str)]) -> BrokerConfig {
 }
 
 /// A broker with tiering on; `wrap` may put a test tier around the filesystem one.
-fn harness_with(
+pub(crate) fn harness_with(
     extra: &[(&str, &str)],
     wrap: impl FnOnce(Arc<dyn RemoteStorageManager>) -> Arc<dyn RemoteStorageManager>,
 ) -> Harness {
@@ -96,14 +96,14 @@ fn harness_with(
     }
 }
 
-fn harness() -> Harness {
+pub(crate) fn harness() -> Harness {
     harness_with(&[], |s| s)
 }
 
 impl Harness {
     /// A "restarted" manager: a new one over the same metadata, tier and
     /// disk, after its first task pass.
-    async fn restarted(&self) -> Arc<RemoteLogManager> {
+    pub(crate) async fn restarted(&self) -> Arc<RemoteLogManager> {
         let again = RemoteLogManager::from_parts(
             0,
             &self.broker.config.log_dir,
@@ -116,7 +116,7 @@ impl Harness {
         )
         .unwrap();
         let (rlm, broker) = (Arc::clone(&again), Arc::clone(&self.broker));
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             rlm.before_first_pass(&broker);
             rlm.run_once(&broker);
         })
@@ -125,7 +125,7 @@ impl Harness {
         again
     }
 
-    async fn topic(&self, name: &str, extra: &[(&str, &str)]) -> Arc<Partition> {
+    pub(crate) async fn topic(&self, name: &str, extra: &[(&str, &str)]) -> Arc<Partition> {
         let mut configs: BTreeMap<String, String> = [
             ("segment.bytes", "2048"),
             ("remote.storage.enable", "true"),
@@ -144,15 +144,15 @@ impl Harness {
     }
 
     /// One task pass on a blocking thread, as the task runs it.
-    async fn pass(&self) {
+    pub(crate) async fn pass(&self) {
         let (rlm, broker) = (Arc::clone(&self.rlm), Arc::clone(&self.broker));
-        tokio::task::spawn_blocking(move || rlm.run_once(&broker))
+        crate::blocking::run(move || rlm.run_once(&broker))
             .await
             .unwrap();
     }
 
     /// `.log` files of the partition in the tier.
-    fn tier_logs(&self, p: &Partition) -> Vec<String> {
+    pub(crate) fn tier_logs(&self, p: &Partition) -> Vec<String> {
         self.tier_logs_of(&RemoteLogManager::tip(p))
     }
 
@@ -179,13 +179,13 @@ fn encode(records: &[Record]) -> Bytes {
 
 /// An hour ago: record timestamps are relative to it, so retention by time
 /// (seven days by default) never takes them.
-fn base() -> i64 {
+pub(crate) fn base() -> i64 {
     static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *BASE.get_or_init(|| super::now_ms() - 3_600_000)
 }
 
 /// One batch of `PER_BATCH` records; timestamps are `base() + ts + offset in batch`.
-fn batch(tag: &str, ts: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
+pub(crate) fn batch(tag: &str, ts: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
     let records: Vec<Record> = (0..PER_BATCH)
         .map(|i| Record {
             transactional: producer.is_some(),
@@ -206,14 +206,14 @@ fn batch(tag: &str, ts: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
     encode(&records)
 }
 
-fn append(p: &Partition, records: Bytes) -> i64 {
-    p.log
+pub(crate) fn append(p: &Partition, records: Bytes) -> i64 {
+    p.local_log()
         .append_as_leader(records, LEADER_EPOCH)
         .unwrap()
         .first_offset
 }
 
-fn decode(records: &Bytes) -> Vec<Record> {
+pub(crate) fn decode(records: &Bytes) -> Vec<Record> {
     let mut buf = records.clone();
     let mut out = Vec::new();
     while !buf.is_empty() {
@@ -260,7 +260,7 @@ async fn read_committed_from_the_tier_reports_remote_aborted_transactions() {
         if !commit {
             aborted_first.push(first);
         }
-        p.log
+        p.local_log()
             .append_control_marker(
                 ControlMarker {
                     producer_id: ProducerId(pid),
@@ -274,15 +274,15 @@ async fn read_committed_from_the_tier_reports_remote_aborted_transactions() {
     }
     append(&p, batch("tail", 1_000, None));
     h.pass().await;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     check!(local_start > 100, "most segments left local disk");
-    check!(h.rlm.log_start_offset(&p) == 0);
+    check!(p.log_start_offset() == 0);
 
     // Walk the whole log read_committed from 0, as a consumer does.
     let mut offset = 0;
     let mut reported = Vec::new();
     let mut remote_reads = 0;
-    while offset < p.log.last_stable_offset() {
+    while offset < p.local_log().last_stable_offset() {
         let data = fetch(&h, "txn", offset, READ_COMMITTED).await;
         check!(data.error_code == 0);
         if offset < local_start {
@@ -348,7 +348,7 @@ async fn timestamp_lookups_reach_into_the_tier() {
         append(&p, batch(&format!("b{n}"), ts, None));
     }
     h.pass().await;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     check!(local_start > 50);
     let lookup = |ts: i64| {
         h.rlm
@@ -441,7 +441,7 @@ async fn delete_records_below_the_local_start_moves_the_log_start_and_deletes_re
         append(&p, batch(&format!("b{n}"), 1_000, None));
     }
     h.pass().await;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     let before = h.tier_logs(&p);
     check!(before.len() > 3);
     // An offset in the middle of the third remote segment.
@@ -451,7 +451,7 @@ async fn delete_records_below_the_local_start_moves_the_log_start_and_deletes_re
 
     check!(delete_records(&h, "dr", target).await == (0, target));
     // Answered at once from the persisted offset; an older target is a no-op.
-    check!(h.rlm.log_start_offset(&p) == target);
+    check!(p.log_start_offset() == target);
     check!(delete_records(&h, "dr", 5).await == (0, target));
     let data = fetch(&h, "dr", 0, 0).await;
     check!(data.error_code == kafka_protocol::error::ResponseError::OffsetOutOfRange.code());
@@ -460,15 +460,15 @@ async fn delete_records_below_the_local_start_moves_the_log_start_and_deletes_re
     h.pass().await;
     // The two segments wholly below the new start are gone from the tier.
     check!(h.tier_logs(&p) == before[2..].to_vec());
-    check!(h.rlm.log_start_offset(&p) == target);
+    check!(p.log_start_offset() == target);
     let data = fetch(&h, "dr", target, 0).await;
     check!(data.error_code == 0);
     check!(decode(data.records.as_ref().unwrap())[0].offset <= target);
 
     // After a restart (a new manager over the same metadata and disk) the
     // log start is still the one DeleteRecords set.
-    let again = h.restarted().await;
-    check!(again.log_start_offset(&p) == target);
+    let _again = h.restarted().await;
+    check!(p.log_start_offset() == target);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -479,12 +479,15 @@ async fn delete_records_on_a_tiered_topic_above_the_local_start_also_drops_the_t
         append(&p, batch(&format!("b{n}"), 1_000, None));
     }
     h.pass().await;
-    check!(p.log.log_start_offset() == 0, "local retention unlimited");
+    check!(
+        p.local_log().log_start_offset() == 0,
+        "local retention unlimited"
+    );
     check!(!h.tier_logs(&p).is_empty());
-    let target = p.log.log_end_offset() - 5;
+    let target = p.local_log().log_end_offset() - 5;
     check!(delete_records(&h, "drl", target).await == (0, target));
     h.pass().await;
-    check!(h.rlm.log_start_offset(&p) == target);
+    check!(p.log_start_offset() == target);
     check!(list_offsets(&h, "drl", -2).await.0 == target);
     // Every remote segment ends below the target: all gone.
     check!(h.tier_logs(&p).is_empty());
@@ -603,8 +606,8 @@ async fn topic_deletion_deletes_the_remote_data_through_the_partition_lifecycle_
     // The same name again is a new topic with a fresh tier.
     let q = h.topic("gone", &[]).await;
     check!(q.topic_id != old_id);
-    check!(h.rlm.log_start_offset(&q) == 0);
-    check!(!h.rlm.is_loaded(&q));
+    check!(q.log_start_offset() == 0);
+    check!(!q.tier_offsets().loaded);
 }
 
 async fn alter_topic(h: &Harness, topic: &str, pairs: &[(&str, &str)]) -> (i16, String) {
@@ -668,7 +671,7 @@ async fn disabling_tiering_needs_delete_on_disable_and_deletes_the_remote_data()
     check!(message.contains("still being deleted"));
     h.pass().await;
     check!(h.tier_logs(&p).is_empty());
-    check!(h.rlm.log_start_offset(&p) == p.log.log_start_offset());
+    check!(p.log_start_offset() == p.local_log().log_start_offset());
 
     // Enabled again: copying starts over from the local log.
     let (code, _) = alter_topic(&h, "off", &[("remote.storage.enable", "true")]).await;
@@ -793,7 +796,7 @@ async fn a_stuck_remote_read_neither_delays_local_fetches_nor_queues_without_bou
         append(&p, batch(&format!("b{n}"), 1_000, None));
     }
     h.pass().await;
-    let local_start = p.log.log_start_offset();
+    let local_start = p.local_log().log_start_offset();
     check!(local_start > 0);
 
     // The only reader thread is stuck in the tier, one more read waits in

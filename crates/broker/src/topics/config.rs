@@ -6,7 +6,7 @@
 use {
     super::TopicRegistry,
     crate::config::{BrokerConfig, ConfigSource, defs},
-    krabka_log::{CleanupPolicy, LogConfig, TimestampType},
+    krabka_log::{CleanupPolicy, CompressionType, LogConfig, TimestampType},
     std::collections::BTreeMap,
 };
 
@@ -109,6 +109,9 @@ pub fn effective_topic_configs(
 pub struct BrokerSideConfig {
     /// `min.insync.replicas`: acks=all needs this many in-sync replicas.
     pub min_insync_replicas: i32,
+    /// `remote.storage.enable`: the partition's records may lie in the
+    /// remote tier below its local log start.
+    pub remote_storage_enable: bool,
 }
 
 /// Builds the log's configuration (and the broker-side extras) from the
@@ -170,14 +173,26 @@ pub fn log_config(
             _ => TimestampType::CreateTime,
         },
         file_delete_delay_ms: unsigned("file.delete.delay.ms", defaults.file_delete_delay_ms),
+        max_compaction_lag_ms: optional("max.compaction.lag.ms"),
+        compression_type: text("compression.type")
+            .and_then(|v| CompressionType::parse(&v))
+            .unwrap_or_default(),
+        message_timestamp_before_max_ms: optional("message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms: match long("message.timestamp.after.max.ms") {
+            Some(v) => optional_from(v),
+            None => defaults.message_timestamp_after_max_ms,
+        },
     };
-    if text("remote.storage.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+    let remote_storage_enable =
+        text("remote.storage.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if remote_storage_enable {
         crate::remote::policy::hand_retention_to_remote_log_manager(&mut log);
     }
     let extras = BrokerSideConfig {
         min_insync_replicas: long("min.insync.replicas")
             .and_then(|v| i32::try_from(v).ok())
             .unwrap_or(1),
+        remote_storage_enable,
     };
     (log, extras)
 }

@@ -67,17 +67,15 @@ impl PartitionGroupLog {
         write: impl FnOnce(&krabka_log::Log) -> Result<i64, LogError> + Send + 'static,
     ) -> Result<i64, GroupError> {
         let target = self.partition(partition)?;
-        let log = Arc::clone(&target.log);
-        let offset = tokio::task::spawn_blocking(move || write(&log))
+        let log = Arc::clone(target.local_log());
+        let offset = crate::blocking::run(move || write(&log))
             .await
             .map_err(|e| GroupError::Log {
                 partition,
                 reason: e.to_string(),
             })?
             .map_err(|e| log_error(partition, &e))?;
-        if let Some(broker) = self.broker.upgrade() {
-            broker.partitions.notify_append();
-        }
+        target.notify_appended();
         Ok(offset)
     }
 }
@@ -147,11 +145,18 @@ impl GroupLog for PartitionGroupLog {
     }
 
     async fn read_all(&self, partition: i32) -> Result<Vec<GroupLogEntry>, GroupError> {
+        if let Some(reason) = self
+            .broker
+            .upgrade()
+            .and_then(|b| b.partitions.offline_reason(OFFSETS_TOPIC, partition))
+        {
+            return Err(GroupError::Log { partition, reason });
+        }
         let Ok(target) = self.partition(partition) else {
             return Ok(Vec::new());
         };
-        let log = Arc::clone(&target.log);
-        tokio::task::spawn_blocking(move || state_topic::read_all(&log))
+        let log = Arc::clone(target.local_log());
+        crate::blocking::run(move || state_topic::read_all(&log))
             .await
             .map_err(|e| GroupError::Log {
                 partition,
@@ -214,6 +219,18 @@ pub fn group_config(config: &BrokerConfig) -> GroupConfig {
             "group.consumer.heartbeat.interval.ms",
             defaults.consumer_heartbeat_interval_ms,
         ),
+        consumer_min_session_timeout_ms: get("group.consumer.min.session.timeout.ms")
+            .unwrap_or(defaults.consumer_min_session_timeout_ms),
+        consumer_max_session_timeout_ms: get("group.consumer.max.session.timeout.ms")
+            .unwrap_or(defaults.consumer_max_session_timeout_ms),
+        consumer_min_heartbeat_interval_ms: get_i32(
+            "group.consumer.min.heartbeat.interval.ms",
+            defaults.consumer_min_heartbeat_interval_ms,
+        ),
+        consumer_max_heartbeat_interval_ms: get_i32(
+            "group.consumer.max.heartbeat.interval.ms",
+            defaults.consumer_max_heartbeat_interval_ms,
+        ),
         consumer_assignors: if assignors.is_empty() {
             defaults.consumer_assignors
         } else {
@@ -233,7 +250,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<GroupCoordinator>, GroupE
     let config = group_config(&broker.config);
     let partitions = config.offsets_topic_num_partitions;
     let creating = Arc::clone(broker);
-    tokio::task::spawn_blocking(move || ensure_offsets_topic(&creating, partitions))
+    crate::blocking::run(move || ensure_offsets_topic(&creating, partitions))
         .await
         .map_err(|e| GroupError::Log {
             partition: -1,
@@ -250,6 +267,9 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<GroupCoordinator>, GroupE
     coordinator.set_topic_lookup(Arc::new(RegistryTopics {
         broker: Arc::downgrade(broker),
     }));
+    for (group, configs) in broker.registry.all_group_configs() {
+        coordinator.set_group_configs(&group, configs);
+    }
     let groups = coordinator.lock().groups.len();
     tracing::info!(groups, "group coordinator loaded {OFFSETS_TOPIC}");
     coordinator.spawn_ticker(TICK);
@@ -327,6 +347,7 @@ mod tests {
                 consumer_session_timeout_ms: 20_000,
                 consumer_heartbeat_interval_ms: 1000,
                 consumer_assignors: vec!["range".into()],
+                ..GroupConfig::default()
             }
         );
         check!(got.default_assignor() == "range");

@@ -32,7 +32,7 @@ use {
             group::{GroupError, OFFSETS_TOPIC},
             state_topic::{self, CoordinatorRecord},
         },
-        partition::LEADER_EPOCH,
+        partition::{LEADER_EPOCH, Partition},
     },
     krabka_ids::ProducerId,
     krabka_log::{ControlMarker, LogError, SystemClock},
@@ -48,7 +48,7 @@ struct PartitionTxnLog {
 }
 
 impl PartitionTxnLog {
-    fn log(&self, partition: i32) -> Result<Arc<krabka_log::Log>, TxnError> {
+    fn log(&self, partition: i32) -> Result<Arc<Partition>, TxnError> {
         let broker = self
             .broker
             .upgrade()
@@ -56,7 +56,6 @@ impl PartitionTxnLog {
         broker
             .partitions
             .get(TRANSACTION_STATE_TOPIC, partition)
-            .map(|p| Arc::clone(&p.log))
             .ok_or_else(|| {
                 TxnError::NotCoordinator(format!(
                     "{TRANSACTION_STATE_TOPIC}-{partition} is not hosted here"
@@ -67,21 +66,27 @@ impl PartitionTxnLog {
 
 impl TxnStateLog for PartitionTxnLog {
     fn append(&self, partition: i32, record: CoordinatorRecord) -> Result<(), TxnError> {
-        let log = self.log(partition)?;
-        state_topic::append(&log, &[record], None).map_err(|e| {
+        let target = self.log(partition)?;
+        state_topic::append(target.local_log(), &[record], None).map_err(|e| {
             TxnError::NotCoordinator(format!("{TRANSACTION_STATE_TOPIC}-{partition}: {e}"))
         })?;
-        if let Some(broker) = self.broker.upgrade() {
-            broker.partitions.notify_append();
-        }
+        target.notify_appended();
         Ok(())
     }
 
     fn read_all(&self, partition: i32) -> Result<Vec<CoordinatorRecord>, TxnError> {
-        let Ok(log) = self.log(partition) else {
+        if let Some(reason) = self.broker.upgrade().and_then(|b| {
+            b.partitions
+                .offline_reason(TRANSACTION_STATE_TOPIC, partition)
+        }) {
+            return Err(TxnError::NotCoordinator(format!(
+                "{TRANSACTION_STATE_TOPIC}-{partition} is offline: {reason}"
+            )));
+        }
+        let Ok(target) = self.log(partition) else {
             return Ok(Vec::new());
         };
-        let entries = state_topic::read_all(&log).map_err(|e| {
+        let entries = state_topic::read_all(target.local_log()).map_err(|e| {
             TxnError::NotCoordinator(format!("{TRANSACTION_STATE_TOPIC}-{partition}: {e}"))
         })?;
         Ok(entries
@@ -133,7 +138,10 @@ impl MarkerWriter for PartitionMarkers {
             .partitions
             .get(&partition.topic, partition.partition)
             .ok_or(MarkerError::Gone)?;
-        match target.log.append_control_marker(marker, LEADER_EPOCH) {
+        match target
+            .local_log()
+            .append_control_marker(marker, LEADER_EPOCH)
+        {
             Ok(_) => {}
             Err(e @ (LogError::InvalidProducerEpoch { .. } | LogError::InvalidTxnState { .. })) => {
                 tracing::warn!(partition = ?target, error = %e, "dropping a stale transaction marker");
@@ -141,7 +149,7 @@ impl MarkerWriter for PartitionMarkers {
             }
             Err(e) => return Err(MarkerError::Failed(e.to_string())),
         }
-        broker.partitions.notify_append();
+        target.notify_appended();
         Ok(())
     }
 }
@@ -152,17 +160,30 @@ struct RegistryIds {
     broker: Weak<Broker>,
 }
 
+impl RegistryIds {
+    fn broker(&self) -> Result<Arc<Broker>, TxnError> {
+        self.broker
+            .upgrade()
+            .ok_or_else(|| TxnError::Storage("the broker is shutting down".into()))
+    }
+}
+
 impl ProducerIdSource for RegistryIds {
     fn allocate(&self) -> Result<ProducerId, TxnError> {
-        let broker = self
-            .broker
-            .upgrade()
-            .ok_or_else(|| TxnError::Storage("the broker is shutting down".into()))?;
-        broker
-            .registry
+        self.broker()?
             .allocate_producer_id()
             .map(ProducerId)
-            .map_err(|e| TxnError::Storage(format!("{e:?}")))
+            .map_err(TxnError::Storage)
+    }
+
+    fn try_allocate(&self) -> Result<Option<ProducerId>, TxnError> {
+        Ok(self.broker()?.try_allocate_producer_id().map(ProducerId))
+    }
+
+    fn refill(&self) -> Result<(), TxnError> {
+        self.broker()?
+            .reserve_producer_ids()
+            .map_err(TxnError::Storage)
     }
 }
 
@@ -179,7 +200,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<TransactionCoordinator>, 
     let mut config = TxnConfig::from_broker(&broker.config);
     let runtime = tokio::runtime::Handle::current();
     let b = Arc::clone(broker);
-    let coordinator = tokio::task::spawn_blocking(move || {
+    let coordinator = crate::blocking::run(move || {
         state_topic::ensure_topic(
             &b,
             TRANSACTION_STATE_TOPIC,
@@ -268,7 +289,7 @@ fn every(
             let Some(c) = coordinator.upgrade() else {
                 return;
             };
-            if tokio::task::spawn_blocking(move || work(&c)).await.is_err() {
+            if crate::blocking::run(move || work(&c)).await.is_err() {
                 return;
             }
         }

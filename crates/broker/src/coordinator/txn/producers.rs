@@ -11,7 +11,7 @@
 
 use {
     super::config::TxnConfig,
-    crate::broker::Broker,
+    crate::{broker::Broker, partition::PartitionStorage},
     kafka_protocol::{
         error::ResponseError,
         messages::{
@@ -23,12 +23,39 @@ use {
 };
 
 /// Handles DescribeProducers (v0): per requested partition, every producer
-/// the partition's log knows; UNKNOWN_TOPIC_OR_PARTITION for a partition
-/// this broker does not host.
-pub fn describe_producers(
+/// the partition's storage knows; UNKNOWN_TOPIC_OR_PARTITION for a
+/// partition this broker does not host. Reading producer state takes each
+/// partition's append lock, so it runs on the blocking pool.
+pub async fn describe_producers(
     broker: &Broker,
     request: &DescribeProducersRequest,
 ) -> DescribeProducersResponse {
+    let wanted: Vec<(i32, Option<Arc<dyn PartitionStorage>>)> = request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partition_indexes.iter().map(|&index| {
+                (
+                    index,
+                    broker.partitions.storage(topic.name.0.as_str(), index),
+                )
+            })
+        })
+        .collect();
+    let found = crate::blocking::run(move || {
+        wanted
+            .into_iter()
+            .map(|(index, partition)| (index, partition.map(|p| p.producers())))
+            .collect::<Vec<_>>()
+    })
+    .await;
+    let mut found = match found {
+        Ok(found) => found.into_iter(),
+        Err(e) => {
+            tracing::warn!(error = %e, "reading producer state failed");
+            Vec::new().into_iter()
+        }
+    };
     let topics = request
         .topics
         .iter()
@@ -39,12 +66,13 @@ pub fn describe_producers(
                 .map(|&index| {
                     let mut answer = PartitionResponse::default();
                     answer.partition_index = index;
-                    match broker.partitions.get(topic.name.0.as_str(), index) {
-                        None => answer.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                        Some(partition) => {
-                            answer.active_producers = partition
-                                .log
-                                .producers()
+                    match found.next() {
+                        None => answer.error_code = ResponseError::UnknownServerError.code(),
+                        Some((_, None)) => {
+                            answer.error_code = ResponseError::UnknownTopicOrPartition.code();
+                        }
+                        Some((_, Some(producers))) => {
+                            answer.active_producers = producers
                                 .into_iter()
                                 .map(|p| {
                                     let mut state = ProducerState::default();
@@ -98,9 +126,12 @@ pub fn spawn_expiration(broker: &Arc<Broker>, config: &TxnConfig) {
             let Some(broker) = weak.upgrade() else {
                 return;
             };
-            let pass = tokio::task::spawn_blocking(move || {
+            let pass = crate::blocking::run(move || {
                 for partition in broker.partitions.all() {
-                    match partition.log.remove_expired_producers(expiration_ms) {
+                    match partition
+                        .local_log()
+                        .remove_expired_producers(expiration_ms)
+                    {
                         Ok(0) | Err(krabka_log::LogError::Closed { .. }) => {}
                         Ok(n) => tracing::debug!(?partition, removed = n, "expired producer ids"),
                         Err(e) => {

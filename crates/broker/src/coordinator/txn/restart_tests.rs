@@ -44,7 +44,7 @@ fn config(dir: &Path) -> BrokerConfig {
 async fn start(dir: &Path) -> Arc<Broker> {
     let cfg = config(dir);
     let broker = Arc::new(
-        tokio::task::spawn_blocking(move || Broker::open(cfg))
+        crate::blocking::run(move || Broker::open(cfg))
             .await
             .unwrap()
             .unwrap(),
@@ -264,14 +264,14 @@ async fn a_commit_prepared_before_a_crash_completes_and_an_open_one_aborts_after
         .partitions
         .get("data", 0)
         .unwrap()
-        .log
+        .local_log()
         .close()
         .unwrap();
     broker
         .partitions
         .get(OFFSETS_TOPIC, group_partition)
         .unwrap()
-        .log
+        .local_log()
         .close()
         .unwrap();
     let mut end = EndTxnRequest::default();
@@ -300,7 +300,7 @@ async fn a_commit_prepared_before_a_crash_completes_and_an_open_one_aborts_after
     // aborted the expired transaction under a bumped epoch.
     check!(state(&broker, "committing") == Some((TxnState::CompleteCommit, committing.1)));
     check!(state(&broker, "dying") == Some((TxnState::CompleteAbort, dying.1 + 1)));
-    let log = Arc::clone(&broker.partitions.get("data", 0).unwrap().log);
+    let log = Arc::clone(broker.partitions.get("data", 0).unwrap().local_log());
     check!(log.last_stable_offset() == log.log_end_offset());
     let aborted = log.aborted_transactions(0, log.log_end_offset()).unwrap();
     check!(aborted.len() == 1);
@@ -317,7 +317,7 @@ async fn a_commit_prepared_before_a_crash_completes_and_an_open_one_aborts_after
 
     // A clean restart keeps all of it; the ids carry on with their producer ids.
     let closing = Arc::clone(&broker);
-    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+    crate::blocking::run(move || closing.partitions.close_all())
         .await
         .unwrap();
     drop(broker);
@@ -340,7 +340,7 @@ async fn a_commit_prepared_before_a_crash_completes_and_an_open_one_aborts_after
     .await;
     check!(resp.groups.iter().any(|g| g.group_id.0.as_str() == "g"));
     let closing = Arc::clone(&broker);
-    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+    crate::blocking::run(move || closing.partitions.close_all())
         .await
         .unwrap();
 }
@@ -423,7 +423,7 @@ async fn kip360_txn_retried_init_producer_id_through_the_dispatcher() {
     check!(init_with(&broker, Some(""), (-1, -1), 4).await.0 == 42);
 
     let closing = Arc::clone(&broker);
-    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+    crate::blocking::run(move || closing.partitions.close_all())
         .await
         .unwrap();
     drop(broker);
@@ -433,7 +433,7 @@ async fn kip360_txn_retried_init_producer_id_through_the_dispatcher() {
         init_with(&broker, Some("kip360"), producer, 4).await == (0, producer.0, producer.1 + 1)
     );
     let closing = Arc::clone(&broker);
-    tokio::task::spawn_blocking(move || closing.partitions.close_all())
+    crate::blocking::run(move || closing.partitions.close_all())
         .await
         .unwrap();
 }

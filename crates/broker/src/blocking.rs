@@ -1,0 +1,64 @@
+//! The one door to tokio's blocking pool: every disk call, fsync and
+//! synchronous SPI call the broker makes from async code goes through
+//! [`run`] (or [`spawn`] when nobody waits for the answer).
+//!
+//! Async workers must never wait on the disk: a worker stuck in an fsync
+//! stalls every connection it serves. Keeping the hop in one place makes
+//! that rule checkable (`grep spawn_blocking` finds only this file) and
+//! gives one place to count, name or bound the work later.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let answer = krabka_broker::blocking::run(|| 6 * 7).await.unwrap();
+//! assert_eq!(answer, 42);
+//! # }
+//! ```
+
+/// A blocking task that panicked (or was cancelled by a runtime shutdown).
+#[derive(Debug, thiserror::Error)]
+#[error("blocking task failed: {0}")]
+pub struct TaskFailed(String);
+
+/// Runs `work` on the blocking pool and waits for its answer. Must be
+/// called within a tokio runtime.
+///
+/// # Errors
+///
+/// [`TaskFailed`] if `work` panicked.
+pub async fn run<T, F>(work: F) -> Result<T, TaskFailed>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| TaskFailed(e.to_string()))
+}
+
+/// Starts `work` on the blocking pool without waiting for it (its answer
+/// goes back through a channel of the caller's). Must be called within a
+/// tokio runtime.
+pub fn spawn<F>(work: F)
+where
+    F: FnOnce() + Send + 'static,
+{
+    drop(tokio::task::spawn_blocking(work));
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[tokio::test]
+    async fn answers_and_reports_a_panic() {
+        check!(run(|| 7).await.unwrap() == 7);
+        let failed = run(|| -> i32 { panic!("boom") }).await.unwrap_err();
+        check!(failed.to_string().contains("blocking task failed"));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        spawn(move || {
+            let _ = tx.send(5);
+        });
+        check!(rx.await.unwrap() == 5);
+    }
+}
