@@ -61,7 +61,8 @@ def test_pattern_subscription_is_resolved_by_the_broker(broker):
         assert assigned == {("rx-a", 0), ("rx-a", 1), ("rx-b", 0)}
 
         # The broker's view: one member whose regex covers the two topics.
-        group = admin(b).describe_consumer_groups(["rx-group"])["rx-group"].result(timeout=30)
+        client = admin(b)  # keep the handle alive until the future resolves
+        group = client.describe_consumer_groups(["rx-group"])["rx-group"].result(timeout=30)
         owned = {(tp.topic, tp.partition) for m in group.members for tp in m.assignment.topic_partitions}
         assert owned == {("rx-a", 0), ("rx-a", 1), ("rx-b", 0)}
 
