@@ -36,7 +36,4 @@ KNOWN = {
     "transactions.fenced": KIP_890,
     "features.finalized": KIP_890,
     "features.supported": KIP_890,
-    # KIP-848 pattern subscriptions, resolved by the broker: Krabka refuses
-    # SubscribedTopicRegex with INVALID_REQUEST (coordinator/group/mod.rs).
-    "regex.consumer.*": "KIP-848 broker-side regex subscriptions are not implemented",
 }

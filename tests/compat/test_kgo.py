@@ -48,12 +48,7 @@ NOT_IMPLEMENTED = {
     "TestShareGroupOffsetsAdmin": SHARE_GROUPS,
 }
 # Run, and known to fail on Krabka (they pass against Apache Kafka).
-KNOWN_FAILURES = {
-    "Test848RegexBrokerResolves": "KIP-848 broker-side regex subscriptions (SubscribedTopicRegex) are not "
-                                  "resolved: the member is assigned nothing",
-    "TestGroupETL": "KIP-848 groups under churn: a revoking member's commit is refused with UNKNOWN_MEMBER_ID "
-                    "and records are consumed twice (the /848 subtests; the classic ones pass)",
-}
+KNOWN_FAILURES = {}
 
 BROKERS = ["krabka", "kafka"]
 
