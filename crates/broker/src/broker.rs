@@ -183,7 +183,8 @@ impl Broker {
         }
     }
 
-    /// The error for a partition this broker does not serve: in cluster
+    /// The error for a partition this broker does not serve:
+    /// `KAFKA_STORAGE_ERROR` when its log could not be opened; in cluster
     /// mode, `NOT_LEADER_OR_FOLLOWER` when the cluster has it on another
     /// broker; else `UNKNOWN_TOPIC_OR_PARTITION`.
     #[must_use]
@@ -192,6 +193,11 @@ impl Broker {
         topic: &str,
         partition: i32,
     ) -> kafka_protocol::error::ResponseError {
+        // A partition whose log could not be opened is refused as Kafka
+        // refuses one of a failed log directory.
+        if self.partitions.offline_reason(topic, partition).is_some() {
+            return kafka_protocol::error::ResponseError::KafkaStorageError;
+        }
         match self
             .cluster
             .get()

@@ -272,10 +272,16 @@ fn a_corrupt_floor_checkpoint_stops_the_partition_from_serving() {
         .join("guarded-0")
         .join(krabka_log::checkpoint::LOG_START_FLOOR_FILE);
     std::fs::write(&file, "0\nnot a number\n").unwrap();
-    let error = Broker::open(config(dir.path(), &[]))
-        .unwrap_err()
-        .to_string();
-    check!(error.contains(&file.display().to_string()), "{error}");
+    // The broker starts; the partition is offline, named with the file, and
+    // refused rather than served from a lost floor.
+    let broker = Broker::open(config(dir.path(), &[])).unwrap();
+    let reason = broker.partitions.offline_reason("guarded", 0).unwrap();
+    check!(reason.contains(&file.display().to_string()), "{reason}");
+    check!(broker.partitions.storage("guarded", 0).is_none());
+    check!(
+        broker.missing_partition("guarded", 0)
+            == kafka_protocol::error::ResponseError::KafkaStorageError
+    );
 }
 
 /// A broker without tiering, and a plain topic of `partitions` partitions.
