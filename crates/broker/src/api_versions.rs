@@ -51,6 +51,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeProducers, 0, 0),
+    // Security (crate::security::admin::SUPPORTED_APIS).
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// The supported version range of `api`, if it is implemented.
@@ -107,5 +115,9 @@ mod tests {
         check!(is_supported(ApiKey::Fetch, 12));
         check!(!is_supported(ApiKey::Fetch, 3));
         check!(!is_supported(ApiKey::DescribeAcls, 0));
+        check!(is_supported(ApiKey::DescribeAcls, 1));
+        for &(key, min, max) in crate::security::admin::SUPPORTED_APIS {
+            check!(supported_range(key) == Some((min, max)), "{key:?}");
+        }
     }
 }

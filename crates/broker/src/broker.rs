@@ -32,6 +32,8 @@ pub struct Broker {
     /// The transaction coordinator, set once at startup
     /// (`crate::coordinator::txn::broker_log::start`).
     pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
+    /// Listeners' TLS and SASL, the authorizer and the SCRAM users.
+    pub security: crate::security::Security,
     /// The port the listener actually bound (differs from the configured one
     /// when that is 0).
     bound_port: AtomicU16,
@@ -48,6 +50,7 @@ impl Broker {
     /// [`BrokerError`] if the log directory, the registry or a log cannot be opened.
     pub fn open(config: BrokerConfig) -> Result<Self, BrokerError> {
         let registry = TopicRegistry::open(&config.log_dir)?;
+        let security = crate::security::Security::from_config(&config, &registry)?;
         let cleaner = if config.cleaner_enable {
             let cleaner_config = krabka_log::CleanerConfig {
                 dedupe_buffer_size: config.cleaner_dedupe_buffer_size,
@@ -86,6 +89,7 @@ impl Broker {
             groups: std::sync::OnceLock::new(),
             remote: std::sync::OnceLock::new(),
             txns: std::sync::OnceLock::new(),
+            security,
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,
         })

@@ -1,6 +1,7 @@
 //! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`
-//! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]` and
-//! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`.
+//! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]`,
+//! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]` and
+//! `krabka tls generate --dir DIR [--san HOST]... [--client NAME]...`.
 //!
 //! Settings are Kafka's property names. They come from the properties file,
 //! then `KRABKA_*` environment variables (`KRABKA_LOG_DIRS` → `log.dirs`),
@@ -41,6 +42,42 @@ enum Command {
     RemoteMetadata {
         #[command(subcommand)]
         command: RemoteMetadataCommand,
+    },
+    /// Certificates for TLS listeners.
+    Tls {
+        #[command(subcommand)]
+        command: TlsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TlsCommand {
+    /// Generate a CA, a broker certificate and client certificates (PEM,
+    /// optionally PKCS#12): ca.pem, ca.key, broker.pem, broker.key,
+    /// broker.p12, <client>.pem, <client>.key.
+    Generate {
+        /// Directory to write them to (created if missing).
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Common name of the broker certificate.
+        #[arg(long, value_name = "NAME", default_value = "localhost")]
+        broker_name: String,
+        /// A DNS name or IP address of the broker; repeatable
+        /// (default: localhost and 127.0.0.1).
+        #[arg(long = "san", value_name = "HOST")]
+        sans: Vec<String>,
+        /// Also issue a client certificate with this common name; repeatable.
+        #[arg(long = "client", value_name = "NAME")]
+        clients: Vec<String>,
+        /// Issue an already expired client certificate (for tests); repeatable.
+        #[arg(long = "expired-client", value_name = "NAME")]
+        expired_clients: Vec<String>,
+        /// Encrypt broker.key with this password (ssl.key.password).
+        #[arg(long, value_name = "PASSWORD")]
+        key_password: Option<String>,
+        /// Also write broker.p12 protected by this password (ssl.keystore.password).
+        #[arg(long, value_name = "PASSWORD")]
+        pkcs12_password: Option<String>,
     },
 }
 
@@ -167,6 +204,45 @@ fn main() -> ExitCode {
             topic,
             timeout: std::time::Duration::from_secs(timeout_secs),
         }),
+        Command::Tls {
+            command:
+                TlsCommand::Generate {
+                    dir,
+                    broker_name,
+                    sans,
+                    clients,
+                    expired_clients,
+                    key_password,
+                    pkcs12_password,
+                },
+        } => {
+            let sans = if sans.is_empty() {
+                vec!["localhost".to_owned(), "127.0.0.1".to_owned()]
+            } else {
+                sans
+            };
+            let request = krabka_broker::security::certs::GenerateRequest {
+                dir,
+                broker_name,
+                sans,
+                clients,
+                expired_clients,
+                key_password,
+                pkcs12_password,
+            };
+            match krabka_broker::security::certs::generate(&request) {
+                Ok(files) => {
+                    for file in files {
+                        println!("{}", file.display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("krabka: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Serve { config, overrides } => {
             let config = match load(config, &overrides) {
                 Ok(c) => c,

@@ -22,23 +22,41 @@ pub async fn run_until(
     config: BrokerConfig,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), BrokerError> {
-    let address = config.listener.bind_address();
     let metrics_address = config.metrics_listener;
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))??;
     let broker = Arc::new(broker);
-    let listener = TcpListener::bind(&address)
-        .await
-        .map_err(|source| BrokerError::Bind {
+    let mut listeners = Vec::new();
+    for endpoint in broker.security.endpoints() {
+        let address = endpoint.spec.bind.bind_address();
+        let listener = TcpListener::bind(&address)
+            .await
+            .map_err(|source| BrokerError::Bind {
+                address: address.clone(),
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| BrokerError::Bind {
             address: address.clone(),
             source,
         })?;
-    let local = listener.local_addr().map_err(|source| BrokerError::Bind {
-        address: address.clone(),
-        source,
-    })?;
-    broker.set_bound_port(local.port());
+        endpoint.set_bound_port(local.port());
+        if Arc::ptr_eq(endpoint, broker.security.inter_broker()) {
+            broker.set_bound_port(local.port());
+        }
+        tracing::info!(
+            listener = %endpoint.spec.name,
+            protocol = endpoint.spec.protocol.name(),
+            listen = %local,
+            advertised = %format!("{}:{}", endpoint.advertised().0, endpoint.advertised().1),
+            "listening"
+        );
+        listeners.push((listener, Arc::clone(endpoint)));
+    }
+    let local = listeners
+        .first()
+        .and_then(|(l, _)| l.local_addr().ok())
+        .map_or_else(String::new, |a| a.to_string());
     let groups = crate::coordinator::group::broker_log::start(&broker)
         .await
         .map_err(|e| BrokerError::Task(format!("group coordinator: {e}")))?;
@@ -69,11 +87,15 @@ pub async fn run_until(
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&broker), shutdown_rx.clone()));
-    let server = tokio::spawn(network::serve(
-        Arc::clone(&broker),
-        listener,
-        shutdown_rx.clone(),
-    ));
+    let mut servers = tokio::task::JoinSet::new();
+    for (listener, endpoint) in listeners {
+        servers.spawn(network::serve(
+            Arc::clone(&broker),
+            listener,
+            endpoint,
+            shutdown_rx.clone(),
+        ));
+    }
     // Tiered storage starts once the listener serves: the topic-based metadata
     // manager reaches `__remote_log_metadata` through it.
     // A tier that cannot start (bad bucket, WORM bucket without locked
@@ -107,7 +129,7 @@ pub async fn run_until(
     }
     broker.begin_shutdown();
     shutdown_tx.send_replace(true);
-    let _ = server.await;
+    while servers.join_next().await.is_some() {}
     let _ = housekeeping.await;
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);

@@ -46,6 +46,8 @@ pub enum Request {
     Group(crate::coordinator::group::wire::GroupRequest),
     /// One of the transaction coordinator's APIs.
     Txn(crate::coordinator::txn::wire::TxnRequest),
+    /// SASL and the ACL and SCRAM-credential APIs.
+    Security(crate::security::admin::SecurityRequest),
     /// An `ApiVersions` request of a version this broker does not know: it
     /// is answered in the v0 format with UNSUPPORTED_VERSION, as Kafka does,
     /// so the client can pick a version it shares.
@@ -66,6 +68,9 @@ pub struct DecodedRequest {
     /// The client's address (set by the connection that read the frame);
     /// the group coordinator reports it as a member's client host.
     pub peer: Option<std::net::SocketAddr>,
+    /// Who sent it, on which listener (set by the connection); `None` for
+    /// requests the broker makes of itself, which are not authorized.
+    pub session: Option<std::sync::Arc<crate::security::session::Session>>,
 }
 
 /// Why a frame could not be decoded; the connection is closed with this as
@@ -138,6 +143,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
                 header,
                 body: Request::ApiVersionsUnsupported,
                 peer: None,
+                session: None,
             });
         }
         return Err(DecodeError::UnsupportedVersion {
@@ -160,6 +166,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
         header,
         body,
         peer: None,
+        session: None,
     })
 }
 
@@ -203,6 +210,9 @@ fn decode_body(api: ApiKey, buf: &mut Bytes, version: i16) -> anyhow_like::Resul
         ),
         api if crate::coordinator::txn::wire::handles(api) => Request::Txn(
             crate::coordinator::txn::wire::decode(api, buf, version).map_err(anyhow_like::Error)?,
+        ),
+        api if crate::security::admin::handles(api) => Request::Security(
+            crate::security::admin::decode(api, buf, version).map_err(anyhow_like::Error)?,
         ),
         other => {
             return Err(anyhow_like::Error(format!("{other:?} is not implemented")));

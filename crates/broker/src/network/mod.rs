@@ -16,6 +16,13 @@
 //! concurrently. A frame over `socket.request.max.bytes`, a truncated frame,
 //! or one that does not decode closes that connection with a logged reason;
 //! other connections are not affected.
+//!
+//! Each listener has its own accept loop. On an SSL or SASL_SSL listener
+//! the TLS handshake runs first (a failed one closes only that
+//! connection); every frame then passes the connection's
+//! [`Authenticator`](crate::security::session::Authenticator), which
+//! answers the SASL exchange itself and hands the other requests on with
+//! the session's principal.
 
 pub mod codec;
 
@@ -24,16 +31,24 @@ use {
         broker::Broker,
         handlers::{self, Reply},
         metrics,
+        security::{
+            Endpoint,
+            principal::KafkaPrincipal,
+            session::{Authenticator, Outcome},
+        },
     },
     bytes::{Bytes, BytesMut},
-    std::{net::SocketAddr, sync::Arc, time::Instant},
+    std::{net::SocketAddr, sync::Arc, time::Duration, time::Instant},
     tokio::{
-        io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter},
-        net::{TcpListener, TcpStream, tcp::OwnedReadHalf},
+        io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter},
+        net::{TcpListener, TcpStream},
         sync::{Semaphore, mpsc, oneshot, watch},
         task::JoinSet,
     },
 };
+
+/// Longest a client may take to complete its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Most requests of one connection waiting for their answer at once.
 const MAX_IN_FLIGHT: usize = 100;
@@ -44,11 +59,12 @@ const MAX_IN_FLIGHT: usize = 100;
 /// request larger than this is read only once the ones before it are done).
 const PRODUCE_READ_AHEAD_BYTES: u32 = 4 << 20;
 
-/// Accepts connections until `shutdown` becomes true, then waits for every
-/// connection to answer what it has read.
+/// Accepts connections on one listener until `shutdown` becomes true, then
+/// waits for every connection to answer what it has read.
 pub async fn serve(
     broker: Arc<Broker>,
     listener: TcpListener,
+    endpoint: Arc<Endpoint>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
@@ -59,9 +75,10 @@ pub async fn serve(
                     let _ = stream.set_nodelay(true);
                     let broker = Arc::clone(&broker);
                     let shutdown = shutdown.clone();
+                    let endpoint = Arc::clone(&endpoint);
                     connections.spawn(async move {
                         tracing::debug!(%peer, "connection opened");
-                        connection(broker, stream, peer, shutdown).await;
+                        connection(broker, stream, peer, endpoint, shutdown).await;
                         tracing::debug!(%peer, "connection closed");
                     });
                 }
@@ -86,7 +103,10 @@ enum ReadEnd {
     Close(String),
 }
 
-async fn read_frame(reader: &mut BufReader<OwnedReadHalf>, max: usize) -> Result<Bytes, ReadEnd> {
+async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    max: usize,
+) -> Result<Bytes, ReadEnd> {
     let mut size = [0u8; 4];
     match reader.read_exact(&mut size).await {
         Ok(_) => {}
@@ -125,13 +145,56 @@ async fn read_frame(reader: &mut BufReader<OwnedReadHalf>, max: usize) -> Result
     Ok(buf.freeze())
 }
 
+/// Runs one connection: the TLS handshake on a TLS listener, then the
+/// request loop.
 async fn connection(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
-    mut shutdown: watch::Receiver<bool>,
+    endpoint: Arc<Endpoint>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let (reader, writer) = stream.into_split();
+    let Some(tls) = &endpoint.tls else {
+        let auth = Authenticator::new(Arc::clone(&endpoint), peer, KafkaPrincipal::anonymous());
+        let (reader, writer) = stream.into_split();
+        return requests(broker, reader, writer, peer, auth, shutdown).await;
+    };
+    let accepted = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await;
+    let stream = match accepted {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, listener = %endpoint.spec.name, error = %e, "closing connection: TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(%peer, listener = %endpoint.spec.name, "closing connection: TLS handshake timed out");
+            return;
+        }
+    };
+    let principal = match tls.principal(stream.get_ref().1.peer_certificates()) {
+        Ok(principal) => principal,
+        Err(reason) => {
+            tracing::warn!(%peer, %reason, "closing connection: no principal for the client certificate");
+            return;
+        }
+    };
+    let auth = Authenticator::new(Arc::clone(&endpoint), peer, principal);
+    let (reader, writer) = tokio::io::split(stream);
+    requests(broker, reader, writer, peer, auth, shutdown).await;
+}
+
+/// The request loop of one connection, over any byte stream.
+async fn requests<R, W>(
+    broker: Arc<Broker>,
+    reader: R,
+    writer: W,
+    peer: SocketAddr,
+    mut auth: Authenticator,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     // Pipelined small requests arrive together: one read takes several.
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let (slots, mut queue) = mpsc::channel::<oneshot::Receiver<Reply>>(MAX_IN_FLIGHT);
@@ -182,6 +245,15 @@ async fn connection(
                 break;
             }
         };
+        if auth.wants_raw_token() {
+            // After SaslHandshake v0 the SASL tokens come unframed by Kafka
+            // headers; they are answered in order like requests.
+            let replies = auth.raw_token(&broker, &frame).await;
+            if !send_replies(&slots, replies).await {
+                break;
+            }
+            continue;
+        }
         let received = Instant::now();
         let frame_bytes = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         metrics::request_bytes(frame.len());
@@ -195,6 +267,17 @@ async fn connection(
                 tracing::warn!(%peer, correlation_id = ?correlation, reason = %e, "closing connection: undecodable request");
                 metrics::decode_error();
                 break;
+            }
+        };
+        // Authentication requests are answered here (in order, through the
+        // same slots); anything else goes on with the session.
+        let request = match auth.request(&broker, request).await {
+            Outcome::Handle(request) => *request,
+            Outcome::Reply(replies) => {
+                if !send_replies(&slots, replies).await {
+                    break;
+                }
+                continue;
             }
         };
         let (done, slot) = oneshot::channel();
@@ -256,4 +339,21 @@ async fn connection(
     while produces.join_next().await.is_some() {}
     drop(slots);
     let _ = writer_task.await;
+}
+
+/// Queues answers made without a handler; false when the connection is
+/// closing (the writer stopped, or one of them closes it).
+async fn send_replies(slots: &mpsc::Sender<oneshot::Receiver<Reply>>, replies: Vec<Reply>) -> bool {
+    for reply in replies {
+        let closes = matches!(reply, Reply::Close(_));
+        let (done, slot) = oneshot::channel();
+        if slots.send(slot).await.is_err() {
+            return false;
+        }
+        let _ = done.send(reply);
+        if closes {
+            return false;
+        }
+    }
+    true
 }

@@ -91,6 +91,7 @@ pub async fn handle(
     header: &RequestHeader,
     peer: Option<std::net::SocketAddr>,
     request: GroupRequest,
+    fixup: crate::security::authorize::Fixup,
 ) -> Result<Bytes, String> {
     let Some(coordinator) = broker.groups.get() else {
         return Err("the group coordinator has not started".into());
@@ -108,51 +109,81 @@ pub async fn handle(
     let id = header.correlation_id;
     let c = coordinator.as_ref();
     match request {
-        GroupRequest::FindCoordinator(r) => {
-            encode_response(api_key, version, id, &c.find_coordinator(&ctx, r).await)
-        }
-        GroupRequest::JoinGroup(r) => {
-            encode_response(api_key, version, id, &c.join_group(&ctx, r).await)
-        }
-        GroupRequest::SyncGroup(r) => {
-            encode_response(api_key, version, id, &c.sync_group(&ctx, r).await)
-        }
-        GroupRequest::Heartbeat(r) => {
-            encode_response(api_key, version, id, &c.heartbeat(&ctx, r).await)
-        }
-        GroupRequest::LeaveGroup(r) => {
-            encode_response(api_key, version, id, &c.leave_group(&ctx, r).await)
-        }
+        GroupRequest::FindCoordinator(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.find_coordinator(&ctx, r).await),
+        ),
+        GroupRequest::JoinGroup(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.join_group(&ctx, r).await),
+        ),
+        GroupRequest::SyncGroup(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.sync_group(&ctx, r).await),
+        ),
+        GroupRequest::Heartbeat(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.heartbeat(&ctx, r).await),
+        ),
+        GroupRequest::LeaveGroup(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.leave_group(&ctx, r).await),
+        ),
         GroupRequest::OffsetCommit(r) => {
-            let response = commit_known_partitions(broker, c, &ctx, r).await;
+            let response = fixup.fill(commit_known_partitions(broker, c, &ctx, r).await);
             encode_response(api_key, version, id, &response)
         }
-        GroupRequest::OffsetFetch(r) => {
-            encode_response(api_key, version, id, &c.offset_fetch(&ctx, r).await)
-        }
-        GroupRequest::OffsetDelete(r) => {
-            encode_response(api_key, version, id, &c.offset_delete(&ctx, r).await)
-        }
-        GroupRequest::ListGroups(r) => {
-            encode_response(api_key, version, id, &c.list_groups(&ctx, r).await)
-        }
-        GroupRequest::DescribeGroups(r) => {
-            encode_response(api_key, version, id, &c.describe_groups(&ctx, r).await)
-        }
-        GroupRequest::DeleteGroups(r) => {
-            encode_response(api_key, version, id, &c.delete_groups(&ctx, r).await)
-        }
+        GroupRequest::OffsetFetch(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.offset_fetch(&ctx, r).await),
+        ),
+        GroupRequest::OffsetDelete(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.offset_delete(&ctx, r).await),
+        ),
+        GroupRequest::ListGroups(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.list_groups(&ctx, r).await),
+        ),
+        GroupRequest::DescribeGroups(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.describe_groups(&ctx, r).await),
+        ),
+        GroupRequest::DeleteGroups(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.delete_groups(&ctx, r).await),
+        ),
         GroupRequest::ConsumerGroupHeartbeat(r) => encode_response(
             api_key,
             version,
             id,
-            &c.consumer_group_heartbeat(&ctx, r).await,
+            &fixup.fill(c.consumer_group_heartbeat(&ctx, r).await),
         ),
         GroupRequest::ConsumerGroupDescribe(r) => encode_response(
             api_key,
             version,
             id,
-            &c.consumer_group_describe(&ctx, r).await,
+            &fixup.fill(c.consumer_group_describe(&ctx, r).await),
         ),
     }
 }
