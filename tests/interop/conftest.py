@@ -35,6 +35,8 @@ class KrabkaBroker:
         self.process = None
         self.log_path = os.path.join(os.path.dirname(self.data_dir), "krabka-%d.log" % self.port)
         self.log_file = None
+        # Run in the child before exec (e.g. to lower its resource limits).
+        self.preexec_fn = None
 
     @property
     def bootstrap(self):
@@ -60,7 +62,8 @@ class KrabkaBroker:
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         self.process = subprocess.Popen(
-            self.command(), stdout=self.log_file, stderr=subprocess.STDOUT, env=env
+            self.command(), stdout=self.log_file, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=self.preexec_fn,
         )
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -148,3 +151,143 @@ def broker(broker_factory):
 
 def kcat_path():
     return shutil.which("kcat") or shutil.which("kafkacat")
+
+
+# --- Cluster mode: PostgreSQL and brokers sharing it -----------------------
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+POSTGRES_SERVER = os.path.join(ROOT, "scripts", "postgres-server")
+# Short leases so failover tests take seconds: a lease lasts 2 s, is renewed
+# every 300 ms, and its holder lets go 500 ms before the database would.
+CLUSTER_LEASE = {
+    "krabka.cluster.lease.duration.ms": "2000",
+    "krabka.cluster.lease.renew.interval.ms": "300",
+    "krabka.cluster.lease.safety.margin.ms": "500",
+}
+
+
+def postgres_installed():
+    base = "/usr/lib/postgresql"
+    return os.path.isdir(base) and any(
+        os.path.exists(os.path.join(base, v, "bin", "postgres")) for v in os.listdir(base)
+    )
+
+
+class PostgresServer:
+    """A PostgreSQL server of the test's own (scripts/postgres-server), for
+    tests that kill it; `url(db)` names a database on it."""
+
+    def __init__(self):
+        # Not under pytest's tmp_path: its parents are private to root, and
+        # the server runs as the `postgres` user.
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix="krabka-pg-")
+        os.chmod(self.dir, 0o755)
+        self.port = free_port()
+        self.process = None
+
+    def url(self, database="postgres"):
+        return "postgresql://postgres@127.0.0.1:%d/%s" % (self.port, database)
+
+    def start(self, timeout=60):
+        log = open(os.path.join(self.dir, "server.log"), "ab")
+        self.process = subprocess.Popen([POSTGRES_SERVER, self.dir, str(self.port)], stdout=log, stderr=log)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("PostgreSQL exited: " + self.log())
+            ready = subprocess.run(
+                ["pg_isready", "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"]
+            )
+            if ready.returncode == 0:
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("PostgreSQL did not come up: " + self.log())
+
+    def kill9(self):
+        """SIGKILL of the postmaster."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+
+    def stop(self):
+        if self.process is not None:
+            self.process.send_signal(signal.SIGQUIT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+    def remove(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, "server.log"), "rb") as f:
+                return f.read().decode("utf-8", "replace")[-5000:]
+        except OSError:
+            return ""
+
+
+def create_database(server_url, name):
+    """CREATE DATABASE `name` on the server at `server_url`; returns its URL."""
+    subprocess.run(["psql", server_url, "-q", "-c", "CREATE DATABASE %s" % name], check=True)
+    base, _, _ = server_url.rpartition("/")
+    return base + "/" + name
+
+
+def sql(url, statement):
+    """Runs one statement with psql and returns its rows as tuples of text."""
+    out = subprocess.run(
+        ["psql", url, "-q", "-A", "-t", "-F", "\t", "-c", statement],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return [tuple(line.split("\t")) for line in out.splitlines() if line]
+
+
+@pytest.fixture
+def postgres():
+    """A PostgreSQL server of the test's own (which it may kill)."""
+    if not postgres_installed():
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not installed (scripts/test installs it)")
+        pytest.skip("PostgreSQL is not installed")
+    server = PostgresServer()
+    try:
+        yield server.start()
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def cluster_db(request):
+    """The URL of a fresh database: on the run's shared server
+    (KRABKA_TEST_DATABASE_URL) or on a server started for this test."""
+    shared = os.environ.get("KRABKA_TEST_DATABASE_URL")
+    name = "krabka_py_%d_%d" % (os.getpid(), int(time.time() * 1e6) % 10**12)
+    if shared:
+        yield create_database(shared, name)
+        return
+    server = request.getfixturevalue("postgres")
+    yield create_database(server.url(), name)
+
+
+@pytest.fixture
+def cluster_factory(broker_factory):
+    """Starts a broker of the cluster in database `url` with node id `node`:
+    `cluster_factory(url, node, extra_settings)`."""
+
+    def make(url, node, overrides=None, start=True):
+        settings = {
+            "node.id": str(node),
+            "krabka.cluster.database.url": url,
+        }
+        settings.update(CLUSTER_LEASE)
+        settings.update(overrides or {})
+        return broker_factory(settings, start=start)
+
+    return make

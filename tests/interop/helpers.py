@@ -1,5 +1,7 @@
 """Shared client helpers for the interop tests (confluent-kafka and kafka-python)."""
 
+import os
+import struct
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -144,3 +146,33 @@ def record_batch(values, producer_id=-1, producer_epoch=-1, base_sequence=-1, tr
     for i, value in enumerate(values):
         builder.append(i, timestamp=now, key=None, value=value, headers=[])
     return bytes(builder.build())
+
+
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def stored_batches(data_dir, topic, partition=0):
+    """`(base offset, codec name, attributes)` of every data batch in the
+    partition's segment files, read from the v2 batch headers the broker
+    wrote (control batches left out): what the log really holds, whatever
+    the clients saw."""
+    directory = os.path.join(str(data_dir), "%s-%d" % (topic, partition))
+    batches = []
+    for name in sorted(f for f in os.listdir(directory) if f.endswith(".log")):
+        with open(os.path.join(directory, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + 61 <= len(data):
+            base_offset, length = struct.unpack_from(">qi", data, pos)
+            (attributes,) = struct.unpack_from(">h", data, pos + 21)
+            if length <= 0:
+                break
+            if not attributes & 0x20:
+                batches.append((base_offset, CODEC_NAMES.get(attributes & 7, attributes & 7), attributes))
+            pos += 12 + length
+    return batches
+
+
+def stored_codecs(data_dir, topic, partition=0):
+    """The set of codec names of the partition's stored data batches."""
+    return {codec for _, codec, _ in stored_batches(data_dir, topic, partition)}

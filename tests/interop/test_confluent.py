@@ -19,6 +19,7 @@ from helpers import (
     create_topic,
     make_records,
     produce_confluent,
+    stored_codecs,
     wait_for,
 )
 
@@ -63,6 +64,7 @@ def test_produce_and_consume_100k_byte_identical(broker, codec):
     assert len(got) == len(records)
     assert [m.offset() for m in got] == list(range(len(records)))
     assert as_tuples(got) == [(k, v, h) for k, v, h in records]
+    assert stored_codecs(broker.data_dir, topic) == {codec}
 
 
 def test_idempotent_producer_acks_all(broker):

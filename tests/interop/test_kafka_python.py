@@ -6,7 +6,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import InvalidTopicError, TopicAlreadyExistsError
 
-from helpers import make_records
+from helpers import make_records, stored_codecs
 
 
 def admin_client(bootstrap):
@@ -71,6 +71,7 @@ def test_produce_consume_each_codec(broker, codec):
     assert offsets == list(range(len(records)))
     got = consume(broker.bootstrap, topic, len(records))
     assert [(m.key, m.value, list(m.headers)) for m in got] == [(k, v, h) for k, v, h in records]
+    assert stored_codecs(broker.data_dir, topic) == {codec or "none"}
 
 
 def test_offsets_for_times_and_auto_create(broker):

@@ -13,6 +13,18 @@
 //! without committing memory, untouched pages cost nothing, and the
 //! decoder's error path frees the mapping again. Smaller allocations go to
 //! the system allocator unchanged.
+//!
+//! It exists only because `kafka-protocol` 0.18 still sizes vectors from
+//! wire counts (`Vec::with_capacity(n)` for arrays, `reserve(record_count)`
+//! for records, `with_capacity(num_headers)` for record headers); bounding
+//! them by the bytes left is an open upstream pull request. Keep it until a
+//! release does that. Krabka's own decoders never need it: each bounds
+//! every count by the bytes left before allocating (and the log checks a
+//! batch's record count against its records before `kafka-protocol` sees
+//! it). The interop test
+//! `test_an_array_claiming_two_billion_elements_closes_only_that_connection`
+//! sends such frames to the binary and checks that its memory does not grow,
+//! and the `request` fuzz target runs the codec under this allocator.
 
 use std::{
     alloc::{GlobalAlloc, Layout, System},

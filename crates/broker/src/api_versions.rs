@@ -1,79 +1,207 @@
-//! The APIs this broker implements, with the version range of each.
+//! The API table: every API this broker implements, its version range, how
+//! it is scheduled on its connection, and how its body is decoded.
 //!
-//! This table is the single source of truth: the request decoder refuses
-//! anything outside it and `ApiVersions` advertises exactly it. Ranges are as
-//! wide as `kafka-protocol` 0.18 decodes and the handlers implement, so
-//! librdkafka 2.x, kafka-python and the Java client 3.x/4.x all find a
-//! common version.
+//! This table is the single source of truth. `ApiVersions` advertises
+//! exactly its rows ([`response`]); the request decoder refuses any (API,
+//! version) outside them and decodes a body only through its row's decoder
+//! ([`Api::decode`]); the connection asks the row whether a request must run
+//! before the next one is read ([`must_run_in_order`]); and each row's
+//! decoder builds the [`Request`] variant named like the API key (the
+//! [`api!`] macro makes that one identifier), which the dispatcher matches
+//! exhaustively — so an API cannot be advertised without being decoded and
+//! handled, nor handled without being advertised.
+//!
+//! Ranges are as wide as `kafka-protocol` 0.18 decodes and the handlers
+//! implement, so librdkafka 2.x, kafka-python and the Java client 3.x/4.x all
+//! find a common version.
 
-use kafka_protocol::messages::{
-    ApiKey,
-    api_versions_response::{ApiVersion, ApiVersionsResponse},
+use {
+    crate::{
+        coordinator::{group::wire::GroupRequest, txn::wire::TxnRequest},
+        network::codec::Request,
+        security::admin::SecurityRequest,
+    },
+    bytes::Bytes,
+    kafka_protocol::{
+        messages::{
+            ApiKey,
+            api_versions_response::{ApiVersion, ApiVersionsResponse},
+        },
+        protocol::Decodable,
+    },
 };
 
-/// `(api, min version, max version)` for every implemented API.
-pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 13),
-    (ApiKey::Fetch, 4, 17),
-    (ApiKey::ListOffsets, 1, 10),
-    (ApiKey::Metadata, 0, 13),
-    (ApiKey::ApiVersions, 0, 4),
-    (ApiKey::CreateTopics, 2, 7),
-    (ApiKey::DeleteTopics, 1, 6),
-    (ApiKey::DeleteRecords, 0, 2),
-    (ApiKey::InitProducerId, 0, 5),
-    (ApiKey::OffsetForLeaderEpoch, 2, 4),
-    (ApiKey::DescribeConfigs, 1, 4),
-    (ApiKey::AlterConfigs, 0, 2),
-    (ApiKey::DescribeLogDirs, 1, 4),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 1),
-    // The group coordinator (crate::coordinator::group::SUPPORTED_APIS).
-    (ApiKey::FindCoordinator, 0, 6),
-    (ApiKey::JoinGroup, 0, 9),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
-    (ApiKey::OffsetDelete, 0, 0),
-    (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DescribeGroups, 0, 6),
-    (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
-    (ApiKey::ConsumerGroupDescribe, 0, 1),
-    // The transaction coordinator (crate::coordinator::txn::SUPPORTED_APIS).
-    (ApiKey::AddPartitionsToTxn, 0, 5),
-    (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
-    (ApiKey::TxnOffsetCommit, 0, 4),
-    (ApiKey::DescribeTransactions, 0, 0),
-    (ApiKey::ListTransactions, 0, 2),
-    (ApiKey::DescribeProducers, 0, 0),
-    // Security (crate::security::admin::SUPPORTED_APIS).
-    (ApiKey::SaslHandshake, 0, 1),
-    (ApiKey::SaslAuthenticate, 0, 2),
-    (ApiKey::DescribeAcls, 1, 3),
-    (ApiKey::CreateAcls, 1, 3),
-    (ApiKey::DeleteAcls, 1, 3),
-    (ApiKey::DescribeUserScramCredentials, 0, 0),
-    (ApiKey::AlterUserScramCredentials, 0, 0),
+/// How a request is scheduled relative to the later requests of its
+/// connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Changes state: handled before the next request of the connection is
+    /// read (keeps a client's pipelined changes in the order sent).
+    InOrder,
+    /// Read-only: may run concurrently with the connection's later requests
+    /// (answers still go out in request order).
+    Concurrent,
+}
+
+/// One implemented API.
+#[derive(Debug, Clone, Copy)]
+pub struct Api {
+    /// The API.
+    pub key: ApiKey,
+    /// The oldest version served.
+    pub min: i16,
+    /// The newest version served.
+    pub max: i16,
+    /// How it is scheduled on its connection.
+    pub order: Order,
+    /// Decodes a body of this API at a version within `min..=max` into the
+    /// request the dispatcher handles; the error is the decoder's message.
+    pub decode: fn(&mut Bytes, i16) -> Result<Request, String>,
+}
+
+impl Api {
+    /// Whether `version` is within this API's range.
+    #[must_use]
+    pub fn serves(&self, version: i16) -> bool {
+        (self.min..=self.max).contains(&version)
+    }
+}
+
+/// Decodes one `kafka-protocol` body, keeping only the error's message.
+fn body<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
+    T::decode(buf, version).map_err(|e| e.to_string())
+}
+
+/// One row of [`APIS`]: the API key and the request variant share one name.
+macro_rules! api {
+    ($key:ident, $min:literal ..= $max:literal, $order:ident) => {
+        Api {
+            key: ApiKey::$key,
+            min: $min,
+            max: $max,
+            order: Order::$order,
+            decode: |buf, version| Ok(Request::$key(body(buf, version)?)),
+        }
+    };
+    (group $key:ident, $min:literal ..= $max:literal, $order:ident) => {
+        Api {
+            key: ApiKey::$key,
+            min: $min,
+            max: $max,
+            order: Order::$order,
+            decode: |buf, version| Ok(Request::Group(GroupRequest::$key(body(buf, version)?))),
+        }
+    };
+    (txn $key:ident, $min:literal ..= $max:literal, $order:ident) => {
+        Api {
+            key: ApiKey::$key,
+            min: $min,
+            max: $max,
+            order: Order::$order,
+            decode: |buf, version| Ok(Request::Txn(TxnRequest::$key(body(buf, version)?))),
+        }
+    };
+    (security $key:ident, $min:literal ..= $max:literal, $order:ident) => {
+        Api {
+            key: ApiKey::$key,
+            min: $min,
+            max: $max,
+            order: Order::$order,
+            decode: |buf, version| {
+                Ok(Request::Security(SecurityRequest::$key(body(
+                    buf, version,
+                )?)))
+            },
+        }
+    };
+}
+
+/// Every implemented API.
+pub const APIS: &[Api] = &[
+    api!(Produce, 3..=13, InOrder),
+    api!(Fetch, 4..=18, Concurrent),
+    api!(ListOffsets, 1..=10, Concurrent),
+    api!(Metadata, 0..=13, Concurrent),
+    api!(ApiVersions, 0..=4, Concurrent),
+    api!(CreateTopics, 2..=7, InOrder),
+    api!(DeleteTopics, 1..=6, InOrder),
+    api!(DeleteRecords, 0..=2, InOrder),
+    api!(InitProducerId, 0..=5, InOrder),
+    api!(OffsetForLeaderEpoch, 2..=4, Concurrent),
+    api!(DescribeConfigs, 1..=4, Concurrent),
+    api!(AlterConfigs, 0..=2, InOrder),
+    api!(DescribeLogDirs, 1..=4, Concurrent),
+    api!(CreatePartitions, 0..=3, InOrder),
+    api!(IncrementalAlterConfigs, 0..=1, InOrder),
+    api!(DescribeCluster, 0..=2, Concurrent),
+    api!(ElectLeaders, 0..=2, InOrder),
+    api!(DescribeTopicPartitions, 0..=0, Concurrent),
+    // The group coordinator (crate::coordinator::group::wire).
+    api!(group FindCoordinator, 0..=6, InOrder),
+    api!(group JoinGroup, 0..=9, InOrder),
+    api!(group SyncGroup, 0..=5, InOrder),
+    api!(group Heartbeat, 0..=4, InOrder),
+    api!(group LeaveGroup, 0..=5, InOrder),
+    api!(group OffsetCommit, 2..=9, InOrder),
+    api!(group OffsetFetch, 1..=9, InOrder),
+    api!(group OffsetDelete, 0..=0, InOrder),
+    api!(group ListGroups, 0..=5, InOrder),
+    api!(group DescribeGroups, 0..=6, InOrder),
+    api!(group DeleteGroups, 0..=2, InOrder),
+    api!(group ConsumerGroupHeartbeat, 0..=1, InOrder),
+    api!(group ConsumerGroupDescribe, 0..=1, InOrder),
+    // The transaction coordinator (crate::coordinator::txn::wire).
+    // AddPartitionsToTxn v0–3 is the client form, v4–5 the batched form with
+    // verify-only; EndTxn and TxnOffsetCommit stop at v4 (v5 is KIP-890's
+    // transaction version 2).
+    api!(txn AddPartitionsToTxn, 0..=5, InOrder),
+    api!(txn AddOffsetsToTxn, 0..=4, InOrder),
+    api!(txn EndTxn, 0..=4, InOrder),
+    api!(txn TxnOffsetCommit, 0..=4, InOrder),
+    api!(txn DescribeTransactions, 0..=0, InOrder),
+    api!(txn ListTransactions, 0..=2, InOrder),
+    api!(txn DescribeProducers, 0..=0, InOrder),
+    // Security (crate::security::admin). SaslHandshake and SaslAuthenticate
+    // are answered by the connection's authenticator, in order.
+    api!(security SaslHandshake, 0..=1, InOrder),
+    api!(security SaslAuthenticate, 0..=2, InOrder),
+    api!(security DescribeAcls, 1..=3, InOrder),
+    api!(security CreateAcls, 1..=3, InOrder),
+    api!(security DeleteAcls, 1..=3, InOrder),
+    api!(security DescribeUserScramCredentials, 0..=0, InOrder),
+    api!(security AlterUserScramCredentials, 0..=0, InOrder),
 ];
+
+/// The lowest Produce version advertised in `ApiVersions`, below the lowest
+/// one served (3): librdkafka before 2.11.1 enables gzip, snappy and lz4
+/// only if the advertised Produce range contains version 0, so Apache Kafka
+/// 4.0 advertises 0 while still closing the connection on a v0-v2 request
+/// (KAFKA-18659), and so does Krabka.
+pub const PRODUCE_ADVERTISED_MIN: i16 = 0;
+
+/// The row of `api`, if it is implemented.
+#[must_use]
+pub fn lookup(api: ApiKey) -> Option<&'static Api> {
+    APIS.iter().find(|row| row.key == api)
+}
 
 /// The supported version range of `api`, if it is implemented.
 #[must_use]
 pub fn supported_range(api: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED
-        .iter()
-        .find(|(key, _, _)| *key == api)
-        .map(|&(_, min, max)| (min, max))
+    lookup(api).map(|row| (row.min, row.max))
 }
 
 /// Whether `version` of `api` is implemented.
 #[must_use]
 pub fn is_supported(api: ApiKey, version: i16) -> bool {
-    supported_range(api).is_some_and(|(min, max)| (min..=max).contains(&version))
+    lookup(api).is_some_and(|row| row.serves(version))
+}
+
+/// Whether a request of `api` must be handled before the next request of
+/// its connection is read (anything not in the table counts as in order).
+#[must_use]
+pub fn must_run_in_order(api: ApiKey) -> bool {
+    lookup(api).is_none_or(|row| row.order == Order::InOrder)
 }
 
 /// The `ApiVersions` answer with `error_code` (0, or 35 UNSUPPORTED_VERSION).
@@ -81,13 +209,17 @@ pub fn is_supported(api: ApiKey, version: i16) -> bool {
 pub fn response(error_code: i16) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
     response.error_code = error_code;
-    response.api_keys = SUPPORTED
+    response.api_keys = APIS
         .iter()
-        .map(|&(key, min, max)| {
+        .map(|row| {
             let mut v = ApiVersion::default();
-            v.api_key = key as i16;
-            v.min_version = min;
-            v.max_version = max;
+            v.api_key = row.key as i16;
+            v.min_version = if row.key == ApiKey::Produce {
+                PRODUCE_ADVERTISED_MIN
+            } else {
+                row.min
+            };
+            v.max_version = row.max;
             v
         })
         .collect();
@@ -96,28 +228,139 @@ pub fn response(error_code: i16) -> ApiVersionsResponse {
 
 #[cfg(test)]
 mod tests {
-    use {super::*, assert2::check};
+    use {super::*, assert2::check, std::collections::BTreeSet};
 
     #[test]
     fn ranges_are_within_what_kafka_protocol_decodes() {
-        for &(key, min, max) in SUPPORTED {
-            let valid = key.valid_versions();
-            check!(min >= valid.min, "{key:?}");
-            check!(max <= valid.max, "{key:?}");
-            check!(min <= max, "{key:?}");
+        for row in APIS {
+            let valid = row.key.valid_versions();
+            check!(row.min >= valid.min, "{:?}", row.key);
+            check!(row.max <= valid.max, "{:?}", row.key);
+            check!(row.min <= row.max, "{:?}", row.key);
         }
+    }
+
+    #[test]
+    fn each_api_appears_once() {
+        let keys: BTreeSet<i16> = APIS.iter().map(|row| row.key as i16).collect();
+        check!(keys.len() == APIS.len());
     }
 
     #[test]
     fn advertises_exactly_the_table() {
         let r = response(0);
-        check!(r.api_keys.len() == SUPPORTED.len());
+        check!(r.api_keys.len() == APIS.len());
+        for (advertised, row) in r.api_keys.iter().zip(APIS) {
+            check!(advertised.api_key == row.key as i16);
+            // Produce alone is advertised below what it serves (see
+            // PRODUCE_ADVERTISED_MIN).
+            let min = if row.key == ApiKey::Produce {
+                PRODUCE_ADVERTISED_MIN
+            } else {
+                row.min
+            };
+            check!((advertised.min_version, advertised.max_version) == (min, row.max));
+        }
         check!(is_supported(ApiKey::Fetch, 12));
         check!(!is_supported(ApiKey::Fetch, 3));
         check!(!is_supported(ApiKey::DescribeAcls, 0));
         check!(is_supported(ApiKey::DescribeAcls, 1));
-        for &(key, min, max) in crate::security::admin::SUPPORTED_APIS {
-            check!(supported_range(key) == Some((min, max)), "{key:?}");
-        }
+    }
+
+    #[test]
+    fn produce_is_advertised_from_v0_but_served_from_v3() {
+        let r = response(0);
+        let produce = r
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == ApiKey::Produce as i16)
+            .unwrap();
+        check!(produce.min_version == 0);
+        check!(!is_supported(ApiKey::Produce, 0));
+        check!(!is_supported(ApiKey::Produce, 2));
+        check!(is_supported(ApiKey::Produce, 3));
+    }
+
+    /// The ranges served before the table was derived in one place; a change
+    /// here is a change of what clients see, so it is made on purpose.
+    #[test]
+    fn served_ranges_are_unchanged() {
+        let served: Vec<(ApiKey, i16, i16)> =
+            APIS.iter().map(|row| (row.key, row.min, row.max)).collect();
+        check!(
+            served
+                == vec![
+                    (ApiKey::Produce, 3, 13),
+                    (ApiKey::Fetch, 4, 18),
+                    (ApiKey::ListOffsets, 1, 10),
+                    (ApiKey::Metadata, 0, 13),
+                    (ApiKey::ApiVersions, 0, 4),
+                    (ApiKey::CreateTopics, 2, 7),
+                    (ApiKey::DeleteTopics, 1, 6),
+                    (ApiKey::DeleteRecords, 0, 2),
+                    (ApiKey::InitProducerId, 0, 5),
+                    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+                    (ApiKey::DescribeConfigs, 1, 4),
+                    (ApiKey::AlterConfigs, 0, 2),
+                    (ApiKey::DescribeLogDirs, 1, 4),
+                    (ApiKey::CreatePartitions, 0, 3),
+                    (ApiKey::IncrementalAlterConfigs, 0, 1),
+                    (ApiKey::DescribeCluster, 0, 2),
+                    (ApiKey::ElectLeaders, 0, 2),
+                    (ApiKey::DescribeTopicPartitions, 0, 0),
+                    (ApiKey::FindCoordinator, 0, 6),
+                    (ApiKey::JoinGroup, 0, 9),
+                    (ApiKey::SyncGroup, 0, 5),
+                    (ApiKey::Heartbeat, 0, 4),
+                    (ApiKey::LeaveGroup, 0, 5),
+                    (ApiKey::OffsetCommit, 2, 9),
+                    (ApiKey::OffsetFetch, 1, 9),
+                    (ApiKey::OffsetDelete, 0, 0),
+                    (ApiKey::ListGroups, 0, 5),
+                    (ApiKey::DescribeGroups, 0, 6),
+                    (ApiKey::DeleteGroups, 0, 2),
+                    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+                    (ApiKey::ConsumerGroupDescribe, 0, 1),
+                    (ApiKey::AddPartitionsToTxn, 0, 5),
+                    (ApiKey::AddOffsetsToTxn, 0, 4),
+                    (ApiKey::EndTxn, 0, 4),
+                    (ApiKey::TxnOffsetCommit, 0, 4),
+                    (ApiKey::DescribeTransactions, 0, 0),
+                    (ApiKey::ListTransactions, 0, 2),
+                    (ApiKey::DescribeProducers, 0, 0),
+                    (ApiKey::SaslHandshake, 0, 1),
+                    (ApiKey::SaslAuthenticate, 0, 2),
+                    (ApiKey::DescribeAcls, 1, 3),
+                    (ApiKey::CreateAcls, 1, 3),
+                    (ApiKey::DeleteAcls, 1, 3),
+                    (ApiKey::DescribeUserScramCredentials, 0, 0),
+                    (ApiKey::AlterUserScramCredentials, 0, 0),
+                ]
+        );
+    }
+
+    #[test]
+    fn read_only_apis_run_concurrently() {
+        let concurrent: BTreeSet<i16> = APIS
+            .iter()
+            .filter(|row| !must_run_in_order(row.key))
+            .map(|row| row.key as i16)
+            .collect();
+        let expected: BTreeSet<i16> = [
+            ApiKey::Fetch,
+            ApiKey::Metadata,
+            ApiKey::ApiVersions,
+            ApiKey::ListOffsets,
+            ApiKey::DescribeConfigs,
+            ApiKey::DescribeCluster,
+            ApiKey::DescribeLogDirs,
+            ApiKey::OffsetForLeaderEpoch,
+            ApiKey::DescribeTopicPartitions,
+        ]
+        .into_iter()
+        .map(|k| k as i16)
+        .collect();
+        check!(concurrent == expected);
+        check!(must_run_in_order(ApiKey::DescribeAcls));
     }
 }

@@ -34,22 +34,36 @@ pub struct Broker {
     pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
     /// Listeners' TLS and SASL, the authorizer and the SCRAM users.
     pub security: crate::security::Security,
+    /// This broker's membership of a cluster (`krabka.cluster.database.url`),
+    /// set once at startup; unset on a single node.
+    pub cluster: std::sync::OnceLock<std::sync::Arc<crate::cluster::ClusterNode>>,
     /// The port the listener actually bound (differs from the configured one
     /// when that is 0).
     bound_port: AtomicU16,
     /// Flips to `true` when shutdown begins; long polls end early on it.
     shutdown: watch::Sender<bool>,
+    /// The log directory: its lock (held as long as the broker lives), its
+    /// identity and its space reserve.
+    pub log_dir: crate::log_dir::LogDir,
+    /// Serializes topic creation, partition creation and topic deletion
+    /// (admin operations only; no request path waits on it).
+    pub(crate) topic_changes: std::sync::Mutex<()>,
 }
 
 impl Broker {
-    /// Opens the registry and every partition it lists (recovering logs as
-    /// needed). Blocking.
+    /// Locks and identifies the log directory, opens the registry and every
+    /// partition it lists (recovering logs as needed). A partition that
+    /// cannot be opened is offline (refused with `KAFKA_STORAGE_ERROR`,
+    /// logged with its reason) while the others serve. Blocking.
     ///
     /// # Errors
     ///
-    /// [`BrokerError`] if the log directory, the registry or a log cannot be opened.
+    /// [`BrokerError`] if the log directory is refused (in use, another
+    /// node's, data without identity or registry; see [`crate::log_dir`]),
+    /// or the registry cannot be read.
     pub fn open(config: BrokerConfig) -> Result<Self, BrokerError> {
-        let registry = TopicRegistry::open(&config.log_dir)?;
+        let (log_dir, registry) = crate::log_dir::LogDir::open(&config.log_dir, config.node_id)?;
+        crate::log_dir::recover::sweep_leftovers(&config.log_dir, &registry)?;
         let security = crate::security::Security::from_config(&config, &registry)?;
         let cleaner = if config.cleaner_enable {
             let cleaner_config = krabka_log::CleanerConfig {
@@ -69,15 +83,38 @@ impl Broker {
             None
         };
         let partitions = PartitionManager::new(config.log_dir.clone(), cleaner);
+        // In cluster mode only internal topics open here; the others open
+        // once the cluster says which of their partitions live on this broker.
+        let cluster_mode = crate::cluster::ClusterSettings::from_config(&config)?.is_some();
         for topic in registry.topics() {
+            if cluster_mode && !crate::topics::names::is_internal(&topic.name) {
+                continue;
+            }
             let (log_config, extras) = topic_config::log_config(&config, &registry, &topic.configs);
-            partitions.open_partitions(
-                &topic.name,
-                topic.id,
-                0..topic.partitions,
-                &log_config,
-                extras,
-            )?;
+            let indexes: Vec<i32> = (0..topic.partitions).collect();
+            let open = |indexes: &[i32]| {
+                partitions.open_available(&topic.name, topic.id, indexes, &log_config, extras)
+            };
+            let mut failed = open(&indexes);
+            // Recovery after a crash writes a little (recovery point,
+            // flushed indexes): on a full disk, the reserve makes room.
+            if failed
+                .iter()
+                .any(|(_, e)| crate::log_dir::reserve::is_out_of_space(e))
+                && log_dir.reserve().release()
+            {
+                let retry: Vec<i32> = failed.iter().map(|(i, _)| *i).collect();
+                failed = open(&retry);
+            }
+            for (index, e) in failed {
+                tracing::error!(
+                    topic = %topic.name,
+                    partition = index,
+                    error = %e,
+                    "partition cannot be opened: it is offline (KAFKA_STORAGE_ERROR) until it is repaired"
+                );
+                partitions.mark_offline(&topic.name, index, e.to_string());
+            }
             tracing::info!(topic = %topic.name, partitions = topic.partitions, "opened topic");
         }
         let port = config.listener.port;
@@ -90,8 +127,11 @@ impl Broker {
             remote: std::sync::OnceLock::new(),
             txns: std::sync::OnceLock::new(),
             security,
+            cluster: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,
+            log_dir,
+            topic_changes: std::sync::Mutex::new(()),
         })
     }
 
@@ -121,6 +161,91 @@ impl Broker {
             listener.port
         };
         (listener.host.clone(), i32::from(port))
+    }
+
+    /// The cluster id clients see: the cluster's in cluster mode, else the
+    /// registry's.
+    #[must_use]
+    pub fn cluster_id(&self) -> String {
+        match self.cluster.get() {
+            Some(node) => node.cluster_id().to_owned(),
+            None => self.registry.cluster_id(),
+        }
+    }
+
+    /// The error for a partition this broker does not serve: in cluster
+    /// mode, `NOT_LEADER_OR_FOLLOWER` when the cluster has it on another
+    /// broker; else `UNKNOWN_TOPIC_OR_PARTITION`.
+    #[must_use]
+    pub fn missing_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> kafka_protocol::error::ResponseError {
+        match self
+            .cluster
+            .get()
+            .and_then(|c| c.assigned(topic, partition))
+        {
+            Some(_) => kafka_protocol::error::ResponseError::NotLeaderOrFollower,
+            None => kafka_protocol::error::ResponseError::UnknownTopicOrPartition,
+        }
+    }
+
+    /// Whether the partition exists: open here, or (cluster mode) placed on
+    /// another broker.
+    #[must_use]
+    pub fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.partitions.get(topic, partition).is_some()
+            || self
+                .cluster
+                .get()
+                .is_some_and(|c| c.assigned(topic, partition).is_some())
+    }
+
+    /// A producer id never handed out before, cluster-wide in cluster mode
+    /// (from a block the database allocated to this broker). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// A message when no id can be had (the registry cannot persist, or the
+    /// cluster database is out of reach).
+    pub fn allocate_producer_id(&self) -> Result<i64, String> {
+        match self.cluster.get() {
+            Some(node) => node.allocate_producer_id_blocking(),
+            None => self
+                .registry
+                .allocate_producer_id()
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// A producer id from the block already reserved (the registry's, or in
+    /// cluster mode the database's), without blocking; `None` when the block
+    /// is used up (then [`Broker::reserve_producer_ids`]).
+    #[must_use]
+    pub fn try_allocate_producer_id(&self) -> Option<i64> {
+        match self.cluster.get() {
+            Some(node) => node.try_allocate_producer_id(),
+            None => self.registry.try_allocate_producer_id(),
+        }
+    }
+
+    /// Reserves the next block of producer ids if the current one is used
+    /// up. Blocking: call it without holding other locks.
+    ///
+    /// # Errors
+    ///
+    /// The reason when the block cannot be persisted (or, in cluster mode,
+    /// taken from the database).
+    pub fn reserve_producer_ids(&self) -> Result<(), String> {
+        match self.cluster.get() {
+            Some(node) => node.reserve_producer_ids_blocking(),
+            None => self
+                .registry
+                .reserve_producer_ids()
+                .map_err(|e| e.to_string()),
+        }
     }
 
     /// Re-applies the effective configuration of one topic to its logs

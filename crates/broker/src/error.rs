@@ -30,6 +30,15 @@ pub enum BrokerError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The log directory cannot be used: in use by another process, another
+    /// node's or cluster's, or missing its identity or topic registry.
+    #[error("log directory {dir}: {reason}")]
+    LogDir {
+        /// The log directory.
+        dir: PathBuf,
+        /// What is wrong, and what to do about it.
+        reason: String,
+    },
     /// The storage engine refused an operation.
     #[error("log {dir}: {source}")]
     Log {
@@ -46,6 +55,9 @@ pub enum BrokerError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The cluster database refused or could not be reached (cluster mode).
+    #[error("cluster: {0}")]
+    Cluster(#[from] krabka_cluster::ClusterError),
     /// A blocking task panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),

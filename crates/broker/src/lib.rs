@@ -4,18 +4,23 @@
 //! defaults), [`network`] (framing, decoding, ordered answers), [`handlers`]
 //! (one module per API family), [`fetch`] (long polls and KIP-227 sessions),
 //! [`partition`] (each partition owning its log), [`topics`] (the persisted
-//! topic registry and effective topic configs), [`api_versions`] (what is
-//! implemented), [`metrics`] and [`server`] (startup, housekeeping and
+//! topic registry and effective topic configs), [`log_dir`] (the log
+//! directory's lock, identity and space reserve), [`api_versions`] (what is
+//! implemented), [`metrics`] with [`health`] (the `/metrics`, `/healthz`
+//! and `/readyz` endpoint) and [`server`] (startup, housekeeping and
 //! shutdown). Unmodified Kafka clients speak to it through `kafka-protocol`.
 
 pub mod alloc_guard;
 pub mod api_versions;
 pub mod broker;
+pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod error;
 pub mod fetch;
 pub mod handlers;
+pub mod health;
+pub mod log_dir;
 pub mod metrics;
 pub mod network;
 pub mod partition;

@@ -1,7 +1,11 @@
-//! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`
+//! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`,
+//! `krabka recover [--config FILE] [--override name=value]... [--accept-loss TOPIC-PARTITION]... [--dry-run]`,
 //! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]`,
-//! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]` and
-//! `krabka tls generate --dir DIR [--san HOST]... [--client NAME]...`.
+//! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`,
+//! `krabka tls generate --dir DIR [--san HOST]... [--client NAME]...`,
+//! and the operator commands over the Kafka protocol (`topic`, `group`,
+//! `produce`, `consume`, `config`, `cluster`, `log-dirs`, `tier`, `txn`; see
+//! `docs/CLI.md` and the [`cli`] modules).
 //!
 //! Settings are Kafka's property names. They come from the properties file,
 //! then `KRABKA_*` environment variables (`KRABKA_LOG_DIRS` → `log.dirs`),
@@ -38,11 +42,50 @@ enum Command {
         #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
         overrides: Vec<String>,
     },
+    /// Repair a log directory the broker refuses to start on, on purpose:
+    /// rebuild a lost topic registry (and meta.properties) from the
+    /// partition directories, and cut corruption out of partitions named
+    /// with --accept-loss, printing everything it does. Takes the
+    /// directory's lock: stop the broker first.
+    Recover {
+        /// The broker's server.properties-style file (log.dirs, node.id).
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override one setting, e.g. `--override log.dirs=/data`; repeatable.
+        #[arg(long = "override", short = 'o', value_name = "NAME=VALUE")]
+        overrides: Vec<String>,
+        /// Check every batch of this partition (TOPIC-PARTITION, e.g.
+        /// __consumer_offsets-7) and cut it at the first invalid one, as
+        /// Kafka's recovery does, reporting the records removed; repeatable.
+        #[arg(long = "accept-loss", value_name = "TOPIC-PARTITION")]
+        accept_loss: Vec<String>,
+        /// Say what would be done; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Inspect the KIP-405 remote log metadata of a running cluster.
     RemoteMetadata {
         #[command(subcommand)]
         command: RemoteMetadataCommand,
     },
+    /// Create, list, describe, alter and delete topics.
+    Topic(cli::topic::TopicArgs),
+    /// List, describe and delete consumer groups; reset and delete their offsets.
+    Group(cli::group::GroupArgs),
+    /// Write records read from stdin or a file, one per line.
+    Produce(cli::produce::ProduceArgs),
+    /// Print records of a topic.
+    Consume(cli::consume::ConsumeArgs),
+    /// Describe and alter topic and broker configs; print the settings reference.
+    Config(cli::configs::ConfigArgs),
+    /// Show the cluster: id, controller, brokers.
+    Cluster(cli::cluster::ClusterArgs),
+    /// Show each broker's log directories and the replicas in them.
+    LogDirs(cli::cluster::LogDirsArgs),
+    /// Show tiered storage state per partition.
+    Tier(cli::tier::TierArgs),
+    /// List and describe transactions and active producers.
+    Txn(cli::txn::TxnArgs),
     /// Certificates for TLS listeners.
     Tls {
         #[command(subcommand)]
@@ -171,15 +214,82 @@ fn worm_heads(request: cli::worm_heads::HeadsRequest) -> ExitCode {
     }
 }
 
+/// The broker logs to stdout at `info` (`RUST_LOG` overrides), as text or,
+/// with `krabka.log.format=json`, one JSON object per line; the operator
+/// commands log warnings only, to stderr, so their stdout stays parseable.
+fn init_logging(serving: bool, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if serving { "info" } else { "warn" })
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match (serving, json) {
+        (true, true) => builder
+            .json()
+            .flatten_event(true)
+            .with_writer(|| LossyStdout)
+            .init(),
+        (true, false) => builder.with_writer(|| LossyStdout).init(),
+        (false, _) => builder.with_writer(std::io::stderr).init(),
+    }
+}
+
+fn cluster_status(config: Option<PathBuf>, overrides: &[String]) -> ExitCode {
+    let settings = load(config, overrides).and_then(|config| {
+        krabka_broker::cluster::ClusterSettings::from_config(&config)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "krabka.cluster.database.url is not set".to_owned())
+    });
+    let settings = match settings {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("krabka: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match block_on_cli(cli::cluster_status::status(&settings.database)) {
+        Some(status) => {
+            print!("{}", cli::cluster_status::render(&status));
+            ExitCode::SUCCESS
+        }
+        None => ExitCode::FAILURE,
+    }
+}
+
+/// Standard output for the log, where a failed write (the disk holding a
+/// redirected log is full) drops the line instead of failing: the
+/// subscriber would report the failure on stderr, and a failing stderr
+/// panics the process.
+struct LossyStdout;
+
+impl std::io::Write for LossyStdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(std::io::stdout().write(buf).unwrap_or(buf.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stdout().flush();
+        Ok(())
+    }
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        init_logging(false, false);
+    }
     match cli.command {
+        Command::Topic(args) => cli::run(cli::topic::run(args)),
+        Command::Group(args) => cli::run(cli::group::run(args)),
+        Command::Produce(args) => cli::run(cli::produce::run(args)),
+        Command::Consume(args) => cli::run(cli::consume::run(args)),
+        Command::Config(args) => cli::run(cli::configs::run(args)),
+        Command::Cluster(args) => match args.into_database_status() {
+            Ok((config, overrides)) => cluster_status(config, &overrides),
+            Err(args) => cli::run(cli::cluster::run(*args)),
+        },
+        Command::LogDirs(args) => cli::run(cli::cluster::log_dirs(args)),
+        Command::Tier(args) => cli::run(cli::tier::run(args)),
+        Command::Txn(args) => cli::run(cli::txn::run(args)),
         Command::RemoteMetadata {
             command:
                 RemoteMetadataCommand::Dump {
@@ -204,6 +314,36 @@ fn main() -> ExitCode {
             topic,
             timeout: std::time::Duration::from_secs(timeout_secs),
         }),
+        Command::Recover {
+            config,
+            overrides,
+            accept_loss,
+            dry_run,
+        } => {
+            let config = match load(config, &overrides) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("krabka: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let request = krabka_broker::log_dir::recover::RecoverRequest {
+                accept_loss,
+                dry_run,
+            };
+            match krabka_broker::log_dir::recover::run(&config, &request) {
+                Ok(lines) => {
+                    for line in lines {
+                        println!("{line}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("krabka: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Tls {
             command:
                 TlsCommand::Generate {
@@ -251,6 +391,13 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            init_logging(
+                true,
+                config
+                    .explicit
+                    .get("krabka.log.format")
+                    .is_some_and(|f| f.eq_ignore_ascii_case("json")),
+            );
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()

@@ -1,35 +1,299 @@
-//! Prometheus metrics: request counts, errors and latency by API, bytes in
-//! and out, partition log sizes; served on `/metrics` by
-//! `metrics-exporter-prometheus` at `krabka.metrics.listener`.
+//! Prometheus metrics, named for what a Kafka operator looks for: request
+//! rates, errors and latency per API, bytes and records in and out per
+//! topic, partition counts and sizes, log flush latency, fetches waiting in
+//! purgatory, consumer group lag, and (in [`crate::remote::metrics`]) tiered
+//! storage. [`CATALOG`] lists every family with its labels and meaning;
+//! `docs/OPERATIONS.md` documents the same list for operators, and a test
+//! holds the two together.
+//!
+//! Series go through the `metrics` facade into the broker's own recorder
+//! ([`registry`]), which can forget series: a deleted topic's per-topic
+//! series and a vanished group's lag disappear from the scrape. The
+//! endpoint ([`endpoint`]) serves `/metrics` beside the `/healthz` and
+//! `/readyz` probes on `krabka.metrics.listener`.
+
+pub mod endpoint;
+pub mod registry;
 
 use {
     crate::broker::Broker,
-    kafka_protocol::messages::ApiKey,
+    kafka_protocol::messages::{ApiKey, FetchResponse},
     metrics::{counter, gauge, histogram},
-    std::{net::SocketAddr, sync::Arc, time::Duration},
+    registry::KrabkaRecorder,
+    std::{
+        collections::{BTreeSet, HashMap},
+        sync::{Arc, LazyLock},
+        time::Duration,
+    },
 };
 
-/// Installs the Prometheus recorder and its HTTP listener. Must run inside
-/// the tokio runtime.
-///
-/// # Errors
-///
-/// The exporter's message if the address cannot be bound or a recorder is
-/// already installed.
-pub fn install(address: SocketAddr) -> Result<(), String> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(address)
-        .set_buckets_for_metric(
-            metrics_exporter_prometheus::Matcher::Full(
-                "krabka_request_duration_seconds".to_owned(),
-            ),
-            &[
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-            ],
-        )
-        .map_err(|e| e.to_string())?
-        .install()
-        .map_err(|e| e.to_string())
+/// The kind of a metric family, as Prometheus types it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (a rate with `rate()`).
+    Counter,
+    /// A value that goes up and down.
+    Gauge,
+    /// Observations in buckets (percentiles with `histogram_quantile()`).
+    Histogram,
+}
+
+/// One metric family: its name, kind, labels and meaning.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricDoc {
+    /// The Prometheus name.
+    pub name: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: Kind,
+    /// Label names.
+    pub labels: &'static [&'static str],
+    /// What it measures, and its Kafka equivalent.
+    pub help: &'static str,
+}
+
+const fn doc(
+    name: &'static str,
+    kind: Kind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> MetricDoc {
+    MetricDoc {
+        name,
+        kind,
+        labels,
+        help,
+    }
+}
+
+/// Every metric family the broker exports.
+pub const CATALOG: &[MetricDoc] = &[
+    doc(
+        "krabka_build_info",
+        Kind::Gauge,
+        &["version"],
+        "Always 1; the version label names the running build.",
+    ),
+    doc(
+        "krabka_requests_total",
+        Kind::Counter,
+        &["api"],
+        "Requests answered, per API (Kafka's RequestsPerSec).",
+    ),
+    doc(
+        "krabka_request_errors_total",
+        Kind::Counter,
+        &["api"],
+        "Requests that closed the connection, per API; api=\"undecodable\" counts frames that did not decode.",
+    ),
+    doc(
+        "krabka_request_duration_seconds",
+        Kind::Histogram,
+        &["api"],
+        "Time from reading a request to its answer being ready, per API (Kafka's TotalTimeMs; percentiles with histogram_quantile).",
+    ),
+    doc(
+        "krabka_network_bytes_in_total",
+        Kind::Counter,
+        &[],
+        "Bytes of request frames read from clients.",
+    ),
+    doc(
+        "krabka_bytes_in_total",
+        Kind::Counter,
+        &["topic"],
+        "Record batch bytes appended, per topic (Kafka's BytesInPerSec).",
+    ),
+    doc(
+        "krabka_messages_in_total",
+        Kind::Counter,
+        &["topic"],
+        "Records appended, per topic (Kafka's MessagesInPerSec).",
+    ),
+    doc(
+        "krabka_bytes_out_total",
+        Kind::Counter,
+        &["topic"],
+        "Record batch bytes returned by fetches, per topic (Kafka's BytesOutPerSec).",
+    ),
+    doc(
+        "krabka_fetch_purgatory_size",
+        Kind::Gauge,
+        &[],
+        "Fetches waiting for data or for their max wait (Kafka's Fetch PurgatorySize).",
+    ),
+    doc(
+        "krabka_log_flush_duration_seconds",
+        Kind::Histogram,
+        &[],
+        "Time of one forced log flush (fsync) by flush.messages / flush.ms or at close (Kafka's LogFlushRateAndTimeMs).",
+    ),
+    doc(
+        "krabka_topics",
+        Kind::Gauge,
+        &[],
+        "Topics on this broker, internal ones included.",
+    ),
+    doc(
+        "krabka_partitions",
+        Kind::Gauge,
+        &[],
+        "Partitions this broker leads (Kafka's PartitionCount and LeaderCount).",
+    ),
+    doc(
+        "krabka_partition_log_size_bytes",
+        Kind::Gauge,
+        &["topic", "partition"],
+        "Bytes of the partition's local log (Kafka's Log Size).",
+    ),
+    doc(
+        "krabka_partition_log_end_offset",
+        Kind::Gauge,
+        &["topic", "partition"],
+        "The partition's high watermark (Kafka's LogEndOffset; one replica, so they are equal).",
+    ),
+    doc(
+        "krabka_partition_log_start_offset",
+        Kind::Gauge,
+        &["topic", "partition"],
+        "The partition's local log start offset (Kafka's LogStartOffset).",
+    ),
+    doc(
+        "krabka_consumer_group_committed_offset",
+        Kind::Gauge,
+        &["group", "topic", "partition"],
+        "A group's committed offset for a partition.",
+    ),
+    doc(
+        "krabka_consumer_group_lag",
+        Kind::Gauge,
+        &["group", "topic", "partition"],
+        "High watermark minus the group's committed offset (what kafka_exporter calls kafka_consumergroup_lag).",
+    ),
+    doc(
+        "krabka_remote_copy_requests_total",
+        Kind::Counter,
+        &["topic"],
+        "Segment copies to the remote tier, failed ones included (RemoteCopyRequestsPerSec).",
+    ),
+    doc(
+        "krabka_remote_copy_bytes_total",
+        Kind::Counter,
+        &["topic"],
+        "Bytes copied to the remote tier (RemoteCopyBytesPerSec).",
+    ),
+    doc(
+        "krabka_remote_copy_errors_total",
+        Kind::Counter,
+        &["topic"],
+        "Failed segment copies (RemoteCopyErrorsPerSec).",
+    ),
+    doc(
+        "krabka_remote_fetch_requests_total",
+        Kind::Counter,
+        &["topic"],
+        "Reads served from the remote tier (RemoteFetchRequestsPerSec).",
+    ),
+    doc(
+        "krabka_remote_fetch_bytes_total",
+        Kind::Counter,
+        &["topic"],
+        "Bytes read from the remote tier (RemoteFetchBytesPerSec).",
+    ),
+    doc(
+        "krabka_remote_fetch_errors_total",
+        Kind::Counter,
+        &["topic"],
+        "Failed remote reads (RemoteFetchErrorsPerSec).",
+    ),
+    doc(
+        "krabka_remote_delete_requests_total",
+        Kind::Counter,
+        &["topic"],
+        "Remote segment deletions (RemoteDeleteRequestsPerSec).",
+    ),
+    doc(
+        "krabka_remote_delete_errors_total",
+        Kind::Counter,
+        &["topic"],
+        "Failed remote segment deletions (RemoteDeleteErrorsPerSec).",
+    ),
+    doc(
+        "krabka_remote_log_size_bytes",
+        Kind::Gauge,
+        &["topic", "partition"],
+        "Bytes of the partition's finished remote segments (RemoteLogSizeBytes).",
+    ),
+    doc(
+        "krabka_remote_log_segments",
+        Kind::Gauge,
+        &["topic", "partition"],
+        "The partition's finished remote segments (RemoteLogMetadataCount).",
+    ),
+    doc(
+        "krabka_remote_copy_lag_bytes",
+        Kind::Gauge,
+        &["topic", "partition"],
+        "Bytes of closed segments eligible for copy and not copied yet (RemoteCopyLagBytes).",
+    ),
+    doc(
+        "krabka_remote_copy_lag_segments",
+        Kind::Gauge,
+        &["topic", "partition"],
+        "Closed segments eligible for copy and not copied yet (RemoteCopyLagSegments).",
+    ),
+    doc(
+        "krabka_remote_log_reader_task_queue_size",
+        Kind::Gauge,
+        &[],
+        "Remote reads waiting for a reader thread (RemoteLogReaderTaskQueueSize).",
+    ),
+    doc(
+        "krabka_remote_log_reader_rejected_total",
+        Kind::Counter,
+        &[],
+        "Remote reads refused because the reader queue was full.",
+    ),
+    doc(
+        "krabka_tls_handshake_failures_total",
+        Kind::Counter,
+        &["listener"],
+        "TLS handshakes that failed or timed out, per listener (Kafka's failed-authentication-total for SSL).",
+    ),
+    doc(
+        "krabka_sasl_authentications_total",
+        Kind::Counter,
+        &["mechanism", "result"],
+        "SASL authentications and re-authentications, result=\"success\" or \"failure\" (Kafka's successful-/failed-authentication-total).",
+    ),
+    doc(
+        "krabka_authorization_denied_total",
+        Kind::Counter,
+        &["operation", "resource_type"],
+        "Authorizer decisions that denied an operation (counted when decided, not per cached reuse).",
+    ),
+];
+
+/// The process-wide recorder every series goes to.
+static RECORDER: LazyLock<KrabkaRecorder> = LazyLock::new(|| {
+    let recorder = KrabkaRecorder::new();
+    for m in CATALOG {
+        recorder.set_help(m.name, m.help);
+    }
+    recorder
+});
+
+/// Installs the broker's recorder as the global `metrics` recorder (once per
+/// process; later calls return the same one) and returns it.
+pub fn install() -> &'static KrabkaRecorder {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    let recorder: &'static KrabkaRecorder = &RECORDER;
+    INSTALLED.call_once(|| {
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("another metrics recorder is installed; /metrics will be empty");
+        }
+        gauge!("krabka_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    });
+    recorder
 }
 
 /// One request has been answered.
@@ -58,15 +322,208 @@ pub fn bytes_in(topic: &str, n: usize) {
         .increment(u64::try_from(n).unwrap_or(u64::MAX));
 }
 
-/// Record bytes returned by fetches.
-pub fn bytes_out(n: usize) {
-    counter!("krabka_bytes_out_total").increment(u64::try_from(n).unwrap_or(u64::MAX));
+/// Records appended to a topic.
+pub fn messages_in(topic: &str, records: u32) {
+    counter!("krabka_messages_in_total", "topic" => topic.to_owned()).increment(u64::from(records));
 }
 
-/// Publishes the size of every partition log (called periodically).
-pub fn publish_log_sizes(broker: &Arc<Broker>) {
-    for p in broker.partitions.all() {
-        gauge!("krabka_partition_log_size_bytes", "topic" => p.topic.clone(), "partition" => p.index.to_string())
-            .set(p.log.size_bytes() as f64);
+/// Counts the record bytes of a Fetch answer per topic (v13+ names topics
+/// by id, resolved through the registry).
+pub fn fetch_answered(broker: &Broker, response: &FetchResponse) {
+    for t in &response.responses {
+        let bytes: usize = t
+            .partitions
+            .iter()
+            .map(|p| p.records.as_ref().map_or(0, bytes::Bytes::len))
+            .sum();
+        if bytes == 0 {
+            continue;
+        }
+        let name = if t.topic.0.is_empty() {
+            match broker.registry.by_id(t.topic_id) {
+                Some(meta) => meta.name,
+                None => continue,
+            }
+        } else {
+            t.topic.0.to_string()
+        };
+        counter!("krabka_bytes_out_total", "topic" => name)
+            .increment(u64::try_from(bytes).unwrap_or(u64::MAX));
+    }
+}
+
+/// Counts a fetch parked in purgatory for as long as the guard lives.
+#[derive(Debug)]
+pub struct ParkedFetch(());
+
+/// Marks a fetch as waiting (see [`ParkedFetch`]).
+#[must_use]
+pub fn parked_fetch() -> ParkedFetch {
+    gauge!("krabka_fetch_purgatory_size").increment(1.0);
+    ParkedFetch(())
+}
+
+impl Drop for ParkedFetch {
+    fn drop(&mut self) {
+        gauge!("krabka_fetch_purgatory_size").decrement(1.0);
+    }
+}
+
+/// Removes every series of a deleted topic at once (the periodic sweep in
+/// [`publish`] catches any a racing update brings back).
+pub fn topic_deleted(topic: &str) {
+    RECORDER.remove_labelled("topic", topic);
+}
+
+/// Publishes the partition and group gauges (called periodically), and
+/// drops the series of topics and groups that no longer exist.
+#[allow(clippy::cast_precision_loss)] // gauges are f64 by the facade's design
+pub fn publish(broker: &Arc<Broker>) {
+    let partitions = broker.partitions.all();
+    let mut ends: HashMap<(String, i32), i64> = HashMap::with_capacity(partitions.len());
+    for p in &partitions {
+        let labels = [
+            ("topic", p.topic.clone()),
+            ("partition", p.index.to_string()),
+        ];
+        let end = p.high_watermark();
+        ends.insert((p.topic.clone(), p.index), end);
+        gauge!("krabka_partition_log_size_bytes", &labels).set(p.log.size_bytes() as f64);
+        gauge!("krabka_partition_log_end_offset", &labels).set(end as f64);
+        gauge!("krabka_partition_log_start_offset", &labels).set(p.log.log_start_offset() as f64);
+    }
+    gauge!("krabka_partitions").set(partitions.len() as f64);
+    let topics: BTreeSet<String> = broker
+        .registry
+        .topics()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    gauge!("krabka_topics").set(topics.len() as f64);
+
+    let mut lagging: BTreeSet<(String, String, String)> = BTreeSet::new();
+    if let Some(groups) = broker.groups.get() {
+        for c in groups.committed_positions() {
+            let Some(&end) = ends.get(&(c.topic.clone(), c.partition)) else {
+                continue;
+            };
+            let labels = [
+                ("group", c.group.clone()),
+                ("topic", c.topic.clone()),
+                ("partition", c.partition.to_string()),
+            ];
+            gauge!("krabka_consumer_group_committed_offset", &labels).set(c.offset as f64);
+            gauge!("krabka_consumer_group_lag", &labels).set((end - c.offset).max(0) as f64);
+            lagging.insert((c.group, c.topic, c.partition.to_string()));
+        }
+    }
+    let live: BTreeSet<(String, String)> = partitions
+        .iter()
+        .map(|p| (p.topic.clone(), p.index.to_string()))
+        .collect();
+    RECORDER.retain(|name, labels| {
+        let label = |key: &str| labels.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+        if name.starts_with("krabka_consumer_group_") {
+            return match (label("group"), label("topic"), label("partition")) {
+                (Some(g), Some(t), Some(p)) => {
+                    lagging.contains(&(g.to_owned(), t.to_owned(), p.to_owned()))
+                }
+                _ => true,
+            };
+        }
+        match (label("topic"), label("partition")) {
+            (Some(t), Some(p)) => live.contains(&(t.to_owned(), p.to_owned())),
+            (Some(t), None) => topics.contains(t),
+            _ => true,
+        }
+    });
+}
+
+/// The rendered scrape, for tests of the broker in-process.
+#[must_use]
+pub fn render() -> String {
+    RECORDER.render()
+}
+
+/// Client connections open now.
+pub fn connections_open(n: usize) {
+    gauge!("krabka_connections_open").set(n as f64);
+}
+
+/// A connection was refused at accept; `reason` names the limit
+/// (`max.connections`, `max.connections.per.ip`, ...).
+pub fn connection_refused(reason: &'static str) {
+    counter!("krabka_connections_refused_total", "reason" => reason).increment(1);
+}
+
+/// A TLS handshake on `listener` failed or timed out.
+pub fn tls_handshake_failed(listener: &str) {
+    counter!("krabka_tls_handshake_failures_total", "listener" => listener.to_owned()).increment(1);
+}
+
+/// A SASL exchange with `mechanism` ended, successfully or not.
+pub fn sasl_authentication(mechanism: &'static str, success: bool) {
+    let result = if success { "success" } else { "failure" };
+    counter!("krabka_sasl_authentications_total", "mechanism" => mechanism, "result" => result)
+        .increment(1);
+}
+
+/// The authorizer denied `operation` on a resource of `resource_type`.
+pub fn authorization_denied(operation: &'static str, resource_type: &'static str) {
+    counter!(
+        "krabka_authorization_denied_total",
+        "operation" => operation,
+        "resource_type" => resource_type
+    )
+    .increment(1);
+}
+
+/// The space reserve of the log directory was given back to let an
+/// operation that frees space run on a full disk.
+pub fn space_reserve_released() {
+    counter!("krabka_log_dir_space_reserve_released_total").increment(1);
+}
+
+/// What opening one partition's log removed (recovery at start): counted
+/// per topic, by cause.
+pub fn recovery_removed(topic: &str, report: &krabka_log::RecoveryReport) {
+    for removal in &report.removals {
+        let cause = match removal.cause {
+            krabka_log::recovery::LossCause::TornTail => "torn_tail",
+            krabka_log::recovery::LossCause::Corruption { .. } => "corruption",
+            krabka_log::recovery::LossCause::AfterCorruption => "after_corruption",
+        };
+        let labels = [("topic", topic.to_owned()), ("cause", cause.to_owned())];
+        counter!("krabka_log_recovery_truncations_total", &labels).increment(1);
+        counter!("krabka_log_recovery_removed_records_total", &labels).increment(removal.records);
+        counter!("krabka_log_recovery_removed_bytes_total", &labels).increment(removal.bytes);
+    }
+    if !report.rebuilt_indexes.is_empty() {
+        counter!("krabka_log_recovery_rebuilt_indexes_total", "topic" => topic.to_owned())
+            .increment(report.rebuilt_indexes.len() as u64);
+    }
+}
+
+/// Partitions that could not be opened and are refused (KAFKA_STORAGE_ERROR).
+pub fn offline_partitions(count: usize) {
+    gauge!("krabka_offline_partitions").set(count as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn every_metric_is_documented_for_operators() {
+        let docs = include_str!("../../../docs/OPERATIONS.md");
+        for m in CATALOG {
+            check!(
+                docs.contains(&format!("`{}`", m.name)),
+                "{} is not in docs/OPERATIONS.md",
+                m.name
+            );
+        }
+        let names: BTreeSet<&str> = CATALOG.iter().map(|m| m.name).collect();
+        check!(names.len() == CATALOG.len(), "a name is listed twice");
     }
 }

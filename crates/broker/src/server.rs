@@ -6,7 +6,9 @@
 //! no recovery.
 
 use {
-    crate::{broker::Broker, config::BrokerConfig, error::BrokerError, metrics, network},
+    crate::{
+        broker::Broker, config::BrokerConfig, error::BrokerError, health::Health, metrics, network,
+    },
     std::{sync::Arc, time::Duration},
     tokio::{net::TcpListener, sync::watch},
 };
@@ -23,10 +25,44 @@ pub async fn run_until(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), BrokerError> {
     let metrics_address = config.metrics_listener;
+    // The probes answer from the start, so a long log recovery reads as
+    // "not ready" rather than as a dead process.
+    let health = Arc::new(Health::new(crate::remote::settings::system_enabled(
+        &config,
+    )));
+    let recorder = metrics::install();
+    let _endpoint = match metrics_address {
+        Some(address) => {
+            match metrics::endpoint::start(address, recorder, Arc::clone(&health)).await {
+                Ok(endpoint) => {
+                    tracing::info!(address = %endpoint.local_addr, "serving /metrics, /healthz and /readyz");
+                    Some(endpoint)
+                }
+                Err(e) => {
+                    tracing::warn!(address = %address, error = %e, "metrics endpoint not started");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    match network::fd::raise_limit() {
+        Ok(limit) => tracing::info!(
+            soft = limit.now,
+            was = limit.before,
+            hard = limit.hard,
+            "open-file limit (RLIMIT_NOFILE)"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
+    let network = network::Network::new(&config)
+        .await
+        .map_err(BrokerError::Config)?;
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .map_err(|e| BrokerError::Task(e.to_string()))??;
     let broker = Arc::new(broker);
+    health.set_broker(&broker);
     let mut listeners = Vec::new();
     for endpoint in broker.security.endpoints() {
         let address = endpoint.spec.bind.bind_address();
@@ -57,6 +93,27 @@ pub async fn run_until(
         .first()
         .and_then(|(l, _)| l.local_addr().ok())
         .map_or_else(String::new, |a| a.to_string());
+    health.set_listener_bound();
+    // Cluster mode: join before serving anything (a refusal stops startup),
+    // and renew from then on: the rest of startup may outlast a lease.
+    let (membership_stop, membership_stopped) = watch::channel(false);
+    let cluster = match crate::cluster::ClusterSettings::from_config(&broker.config)? {
+        Some(settings) => {
+            let (host, port) = broker.advertised();
+            let node = crate::cluster::ClusterNode::join(
+                settings,
+                broker.config.node_id,
+                format!("PLAINTEXT://{host}:{port}"),
+            )
+            .await?;
+            let _ = broker.cluster.set(Arc::clone(&node));
+            node.sync_metadata(&broker).await?;
+            Some(tokio::spawn(
+                node.run(Arc::downgrade(&broker), membership_stopped),
+            ))
+        }
+        None => None,
+    };
     let groups = crate::coordinator::group::broker_log::start(&broker)
         .await
         .map_err(|e| BrokerError::Task(format!("group coordinator: {e}")))?;
@@ -65,32 +122,26 @@ pub async fn run_until(
         .await
         .map_err(|e| BrokerError::Task(format!("transaction coordinator: {e}")))?;
     let _ = broker.txns.set(txns);
-    if let Some(metrics_address) = metrics_address {
-        match metrics::install(metrics_address) {
-            Ok(()) => {
-                tracing::info!(address = %metrics_address, "serving Prometheus metrics on /metrics")
-            }
-            Err(e) => {
-                tracing::warn!(address = %metrics_address, error = %e, "metrics endpoint not started")
-            }
-        }
-    }
     let (host, port) = broker.advertised();
     tracing::info!(
         node_id = broker.config.node_id,
         listen = %local,
         advertised = %format!("{host}:{port}"),
         log_dir = %broker.config.log_dir.display(),
-        cluster_id = %broker.registry.cluster_id(),
+        cluster_id = %broker.cluster_id(),
         "krabka broker started"
     );
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&broker), shutdown_rx.clone()));
+    // One accept loop per listener; they share the connection limits and
+    // the request budget.
+    let network = Arc::new(network);
     let mut servers = tokio::task::JoinSet::new();
     for (listener, endpoint) in listeners {
         servers.spawn(network::serve(
             Arc::clone(&broker),
+            Arc::clone(&network),
             listener,
             endpoint,
             shutdown_rx.clone(),
@@ -123,6 +174,7 @@ pub async fn run_until(
         }
     }
     tracing::info!("shutting down: answering in-flight requests");
+    health.set_stopping();
     remote_stop_tx.send_replace(true);
     if let Some(task) = remote_tasks {
         let _ = task.await;
@@ -131,6 +183,11 @@ pub async fn run_until(
     shutdown_tx.send_replace(true);
     while servers.join_next().await.is_some() {}
     let _ = housekeeping.await;
+    // Deregistering releases this broker's leases at once.
+    membership_stop.send_replace(true);
+    if let Some(membership) = cluster {
+        let _ = membership.await;
+    }
     tracing::info!("closing logs");
     let closing = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || closing.partitions.close_all())
@@ -178,7 +235,7 @@ async fn wait_for_signal() {
 }
 
 /// Periodic work: retention and segment roll (`log.retention.check.interval.ms`),
-/// and the partition-size gauges.
+/// and the partition and group gauges.
 async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let retention_every = Duration::from_millis(broker.config.retention_check_interval_ms.max(1));
     let mut retention = tokio::time::interval(retention_every);
@@ -189,19 +246,27 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
             _ = retention.tick() => {
                 let broker = Arc::clone(&broker);
                 let _ = tokio::task::spawn_blocking(move || {
+                    let reserve = broker.log_dir.reserve();
                     for p in broker.partitions.all() {
                         if let Err(e) = p.log.maybe_roll() {
                             tracing::warn!(partition = ?p, error = %e, "segment roll failed");
                         }
-                        match p.log.apply_retention() {
+                        // Retention frees space: on a full disk the reserve
+                        // makes room for its checkpoint.
+                        match reserve.run_freeing(
+                            || p.log.apply_retention(),
+                            |e| crate::log_dir::reserve::is_out_of_space(e),
+                        ) {
                             Ok(0) => {}
                             Ok(n) => tracing::info!(partition = ?p, segments = n, "retention deleted segments"),
                             Err(e) => tracing::warn!(partition = ?p, error = %e, "retention failed"),
                         }
                     }
+                    // Put the reserve back once there is room again.
+                    reserve.ensure();
                 }).await;
             }
-            _ = gauges.tick() => metrics::publish_log_sizes(&broker),
+            _ = gauges.tick() => metrics::publish(&broker),
             _ = shutdown.changed() => return,
         }
     }

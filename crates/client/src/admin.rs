@@ -1,4 +1,4 @@
-//! Admin calls: create and delete topics, list offsets.
+//! Admin calls: create and delete topics, add partitions, list offsets.
 //!
 //! Results are per topic or partition, like Kafka's admin client, so one bad
 //! topic in a batch does not hide the others' outcomes.
@@ -7,7 +7,9 @@ use {
     crate::{Client, ClientError, records::IsolationLevel},
     kafka_protocol::{
         messages::{
-            CreateTopicsRequest, DeleteTopicsRequest, ListOffsetsRequest, TopicName,
+            CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, ListOffsetsRequest,
+            TopicName,
+            create_partitions_request::CreatePartitionsTopic,
             create_topics_request::{CreatableTopic, CreatableTopicConfig},
             delete_topics_request::DeleteTopicState,
             list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
@@ -254,6 +256,64 @@ impl Client {
                 let result = by_name.remove(*n).unwrap_or_else(|| {
                     Err(ClientError::Protocol(format!(
                         "DeleteTopics answered nothing for {n}"
+                    )))
+                });
+                ((*n).to_owned(), result)
+            })
+            .collect())
+    }
+
+    /// Raises topics' partition counts to the totals given (CreatePartitions);
+    /// one result per topic, in request order. With `validate_only` the
+    /// broker only checks the request.
+    ///
+    /// # Errors
+    ///
+    /// Connection and protocol errors for the whole request; per-topic
+    /// errors (`INVALID_PARTITIONS`, 37, for a count not above the current
+    /// one; `UNKNOWN_TOPIC_OR_PARTITION`, 3) in the results.
+    pub async fn create_partitions(
+        &self,
+        totals: &[(&str, i32)],
+        timeout: Duration,
+        validate_only: bool,
+    ) -> Result<Vec<(String, Result<(), ClientError>)>, ClientError> {
+        let mut request = CreatePartitionsRequest::default();
+        request.timeout_ms = duration_ms(timeout);
+        request.validate_only = validate_only;
+        request.topics = totals
+            .iter()
+            .map(|(name, count)| {
+                let mut t = CreatePartitionsTopic::default();
+                t.name = topic_name(name);
+                t.count = *count;
+                // Null: the broker places the new partitions.
+                t.assignments = None;
+                t
+            })
+            .collect();
+        let response = self.controller_connection().await?.send(&request).await?;
+        let mut by_name: BTreeMap<String, Result<(), ClientError>> = response
+            .results
+            .iter()
+            .map(|r| {
+                let name = r.name.0.to_string();
+                let result = ClientError::check(r.error_code, r.error_message.as_deref(), || {
+                    format!("CreatePartitions {name}")
+                });
+                (name, result)
+            })
+            .collect();
+        let names: Vec<&str> = totals.iter().map(|(n, _)| *n).collect();
+        if !validate_only && by_name.values().any(Result::is_ok) {
+            let _ = self.refresh_metadata(&names).await;
+        }
+        Ok(names
+            .iter()
+            .map(|n| {
+                let result = by_name.remove(*n).unwrap_or_else(|| {
+                    Err(ClientError::Protocol(format!(
+                        "CreatePartitions answered nothing for {n}"
                     )))
                 });
                 ((*n).to_owned(), result)

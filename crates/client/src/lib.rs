@@ -10,13 +10,17 @@
 //!
 //! - [`Connection`]: one pipelined TCP connection with negotiated API versions.
 //! - [`Client`]: bootstrap, metadata, per-broker connections, admin calls
-//!   (create/delete topics, list offsets) and the transactional calls
-//!   (FindCoordinator, InitProducerId, AddPartitionsToTxn, EndTxn,
-//!   DescribeTransactions).
+//!   (create/delete topics, add partitions, list offsets, describe and
+//!   alter configs, describe the cluster and its log dirs, list, describe
+//!   and delete groups and their offsets, list transactions, describe
+//!   producers) and the transactional calls (FindCoordinator,
+//!   InitProducerId, AddPartitionsToTxn, EndTxn, DescribeTransactions).
 //! - [`Producer`]: batching with `batch.size` and `linger.ms`, pipelined
 //!   produce, acks 0/1/all, compression, idempotence; a future per record.
 //! - [`Consumer`]: fetch from assigned partitions without a group, with
 //!   read_committed filtering.
+//! - [`GroupMember`]: membership of a classic consumer group (range
+//!   assignor, heartbeats, commits under the generation).
 //! - [`ClientError`]: one error type that keeps Kafka's error codes.
 //! - [`RequestCounts`]: how many requests of each API a client has sent, so
 //!   a test can hold a call to the round trips it promises.
@@ -50,11 +54,15 @@
 
 mod admin;
 mod client;
+mod cluster;
+mod configs;
 pub mod connection;
 mod consumer;
 mod counts;
 mod error;
 pub mod frame;
+mod group_member;
+mod groups;
 mod metadata;
 pub mod partitioner;
 pub mod producer;
@@ -67,12 +75,24 @@ pub mod versions;
 pub use {
     admin::{ListedOffset, NewTopic, OffsetSpec},
     client::{Client, ClientConfig},
+    cluster::{
+        ActiveProducer, ClusterDescription, ListedTransaction, LogDirDescription, LogDirPartition,
+    },
+    configs::{
+        AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym, ResourceKind,
+        config_source_name, config_type_name,
+    },
     connection::{Connection, ConnectionConfig},
     consumer::{Consumer, ConsumerConfig, FetchedPartition, PartitionFetch, RawFetchedPartition},
     counts::RequestCounts,
     error::{
         ClientError, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, TRANSACTION_COORDINATOR_FENCED,
         error_name,
+    },
+    group_member::{GroupMember, GroupMemberConfig, range_assign},
+    groups::{
+        CommittedOffset, GroupDescription, ListedGroup, MemberDescription, decode_assignment,
+        decode_subscription, encode_assignment, encode_subscription,
     },
     kafka_protocol::{
         messages::ApiKey,

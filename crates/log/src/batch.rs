@@ -276,6 +276,38 @@ pub fn set_log_append_time(batch: &mut [u8], ts: i64) {
     recompute_crc(batch);
 }
 
+/// The batch at the start of `batch` with its record area replaced by
+/// `payload` compressed with `codec`: same header fields, new codec bits,
+/// length and CRC (what recompressing to a topic's `compression.type` does).
+///
+/// # Errors
+///
+/// [`LogError::CorruptRecord`] if `batch` has no whole header,
+/// [`LogError::RecordTooLarge`] if the result cannot be framed.
+pub(crate) fn rebuild_with_payload(
+    batch: &[u8],
+    codec: Compression,
+    payload: &[u8],
+) -> Result<Vec<u8>, LogError> {
+    let header = batch
+        .get(..HEADER_SIZE)
+        .ok_or_else(|| LogError::corrupt("batch shorter than its header"))?;
+    let size = HEADER_SIZE + payload.len();
+    let length = i32::try_from(size - LOG_OVERHEAD).map_err(|_| LogError::RecordTooLarge {
+        size: size as u64,
+        max: i32::MAX as u64,
+    })?;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(header);
+    out.extend_from_slice(payload);
+    out[LENGTH..LENGTH + 4].copy_from_slice(&length.to_be_bytes());
+    let attributes =
+        (i16::from_be_bytes([out[ATTRIBUTES], out[ATTRIBUTES + 1]]) & !0x7) | codec as i16;
+    out[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+    recompute_crc(&mut out);
+    Ok(out)
+}
+
 /// Recomputes the CRC-32C of the batch at the start of `batch`.
 pub fn recompute_crc(batch: &mut [u8]) {
     let Some(header) = BatchHeader::parse(batch) else {
@@ -372,17 +404,59 @@ pub fn encode_control_batch(
     Ok(buf.to_vec())
 }
 
-/// Decodes the records of one whole batch (any codec). For LogAppendTime
-/// batches every record's timestamp is the batch's max timestamp, as Kafka
-/// defines it.
+/// The fewest bytes one v2 record takes: its length, attributes, timestamp
+/// and offset deltas, key and value lengths and header count are at least
+/// one byte each.
+pub const MIN_RECORD_SIZE: usize = 7;
+
+/// Checks that `count` records can fit in `bytes` bytes of (uncompressed)
+/// records: the decoder reserves room for `count` records before reading
+/// them, so a count the bytes cannot hold is refused first.
 ///
 /// # Errors
 ///
-/// [`LogError::CorruptRecord`] if the decoder refuses the batch.
+/// [`LogError::CorruptRecord`] when the count is negative or too large.
+pub fn check_record_count(count: i32, bytes: usize) -> Result<(), LogError> {
+    let fits = usize::try_from(count).is_ok_and(|n| n <= bytes / MIN_RECORD_SIZE);
+    if fits {
+        Ok(())
+    } else {
+        Err(LogError::corrupt(format!(
+            "record count {count} cannot fit in {bytes} bytes of records"
+        )))
+    }
+}
+
+/// Decodes the records of one whole batch (any codec). For LogAppendTime
+/// batches every record's timestamp is the batch's max timestamp, as Kafka
+/// defines it. The record count is checked against the (decompressed)
+/// record bytes before any record is decoded.
+///
+/// # Errors
+///
+/// [`LogError::CorruptRecord`] if the batch is corrupt, its record count
+/// cannot fit in its records, or the decoder refuses the batch.
 pub fn decode_records(batch: &[u8]) -> Result<Vec<Record>, LogError> {
+    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
     let header = check_batch(batch)?;
-    let mut buf = Bytes::copy_from_slice(batch.get(..header.size() as usize).unwrap_or(batch));
-    let set = RecordBatchDecoder::decode(&mut buf)
+    let size = header.size() as usize;
+    let count = header.record_count;
+    let mut buf = Bytes::copy_from_slice(batch.get(..size).unwrap_or(batch));
+    let take = |b: &mut Bytes| Ok(std::mem::take(b));
+    let plain_records = |records: &mut Bytes, compression: Compression| {
+        let plain = match compression {
+            Compression::None => std::mem::take(records),
+            Compression::Gzip => <Gzip as Decompressor<Bytes>>::decompress(records, take)?,
+            Compression::Snappy => <Snappy as Decompressor<Bytes>>::decompress(records, take)?,
+            Compression::Lz4 => <Lz4 as Decompressor<Bytes>>::decompress(records, take)?,
+            Compression::Zstd => <Zstd as Decompressor<Bytes>>::decompress(records, take)?,
+        };
+        if let Err(e) = check_record_count(count, plain.len()) {
+            Err(std::io::Error::other(e.to_string()))?;
+        }
+        Ok(plain)
+    };
+    let set = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(plain_records))
         .map_err(|e| LogError::corrupt(format!("decoding batch: {e}")))?;
     let mut records = set.records;
     if header.is_log_append_time() {
@@ -519,6 +593,83 @@ mod tests {
             check_batch(&bytes),
             Err(LogError::CorruptRecord { .. })
         ));
+    }
+
+    /// A v2 batch of `records` records (`codec`) with its header's record
+    /// count replaced by `claimed` and the CRC fixed up.
+    fn batch_claiming(records: usize, codec: Compression, claimed: i32) -> Vec<u8> {
+        let records: Vec<Record> = (0..records)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: WireTimestampType::Creation,
+                offset: i as i64,
+                // Contiguous, so the encoder writes one batch.
+                sequence: i as i32,
+                timestamp: 0,
+                key: None,
+                value: Some(Bytes::from_static(b"v")),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            records.iter(),
+            &RecordEncodeOptions {
+                version: 2,
+                compression: codec,
+            },
+        )
+        .unwrap();
+        let mut bytes = buf.to_vec();
+        bytes[RECORD_COUNT..RECORD_COUNT + 4].copy_from_slice(&claimed.to_be_bytes());
+        recompute_crc(&mut bytes);
+        bytes
+    }
+
+    #[test]
+    fn record_counts_beyond_the_bytes_left_are_refused_before_decoding() {
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            check!(decode_records(&batch_claiming(3, codec, 3)).unwrap().len() == 3);
+            for claimed in [i32::MAX, 1 << 20] {
+                let err = decode_records(&batch_claiming(3, codec, claimed)).unwrap_err();
+                check!(
+                    err.to_string().contains("cannot fit"),
+                    "{codec:?} {claimed}: {err}"
+                );
+            }
+            check!(decode_records(&batch_claiming(3, codec, -1)).is_err());
+        }
+        check!(check_record_count(10, 70).is_ok());
+        check!(check_record_count(11, 70).is_err());
+        check!(check_record_count(0, 0).is_ok());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoding_arbitrary_batches_never_panics(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            count in proptest::prelude::any::<i32>(),
+        ) {
+            let mut bytes = batch_claiming(1, Compression::None, count);
+            bytes.truncate(HEADER_SIZE);
+            bytes.extend_from_slice(&body);
+            let length = i32::try_from(bytes.len() - LOG_OVERHEAD).unwrap();
+            bytes[LENGTH..LENGTH + 4].copy_from_slice(&length.to_be_bytes());
+            recompute_crc(&mut bytes);
+            let _ = decode_records(&bytes);
+        }
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! offset; if the map fills, the pass stops at that batch and the rest waits
 //! for the next pass). Then every closed segment below that end is rewritten
 //! keeping a record unless a later offset of its key is in the map.
+//! A log whose oldest dirty batch is older than `max.compaction.lag.ms` is
+//! cleaned whatever its dirty ratio (KIP-354).
 //! Tombstones older than `delete.retention.ms` are dropped, records of
 //! aborted transactions are dropped, control batches are kept, offsets are
 //! never renumbered. Batches that keep all their records are copied byte for
@@ -133,6 +135,25 @@ impl Log {
         (clean, dirty, upper)
     }
 
+    /// Whether a dirty closed segment below `upper` holds a batch older than
+    /// `max.compaction.lag.ms`: the log is then cleaned whatever its dirty
+    /// ratio (KIP-354, Kafka's `LogCleanerManager.maxCompactionDelay`).
+    fn compaction_overdue(&self, config: &crate::LogConfig, upper: i64) -> bool {
+        let Some(lag) = config
+            .max_compaction_lag_ms
+            .and_then(|l| i64::try_from(l).ok())
+        else {
+            return false;
+        };
+        let clean_until = self.clock.now_ms().saturating_sub(lag);
+        let first_dirty = self.first_dirty_offset();
+        self.segment_list()
+            .iter()
+            .filter(|s| s.base_offset() < upper && s.next_offset() > first_dirty)
+            .filter_map(|s| s.stats().first_batch_timestamp)
+            .any(|t| t >= 0 && t < clean_until)
+    }
+
     /// One compaction pass if the log compacts and its dirty ratio reaches
     /// `min.cleanable.dirty.ratio` (or always with `force`). `None` if there
     /// was nothing to do.
@@ -157,7 +178,10 @@ impl Log {
             return Ok(None);
         }
         let ratio = dirty as f64 / (clean + dirty) as f64;
-        if !force && ratio < log_config.min_cleanable_dirty_ratio {
+        if !force
+            && ratio < log_config.min_cleanable_dirty_ratio
+            && !(dirty > 0 && self.compaction_overdue(&log_config, upper))
+        {
             return Ok(None);
         }
         let first_dirty = self.first_dirty_offset();

@@ -71,6 +71,54 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
+/// `compression.type`: the codec the log stores batches in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompressionType {
+    /// `producer`: batches are stored with the codec the producer chose.
+    #[default]
+    Producer,
+    /// `uncompressed`: batches are stored without compression.
+    Uncompressed,
+    /// `gzip`.
+    Gzip,
+    /// `snappy`.
+    Snappy,
+    /// `lz4`.
+    Lz4,
+    /// `zstd`.
+    Zstd,
+}
+
+impl CompressionType {
+    /// Parses Kafka's text form (case-insensitive); `None` for anything else.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text.trim().to_ascii_lowercase().as_str() {
+            "producer" => Self::Producer,
+            "uncompressed" => Self::Uncompressed,
+            "gzip" => Self::Gzip,
+            "snappy" => Self::Snappy,
+            "lz4" => Self::Lz4,
+            "zstd" => Self::Zstd,
+            _ => return None,
+        })
+    }
+
+    /// The codec every stored batch must have; `None` for `producer`.
+    #[must_use]
+    pub fn target(self) -> Option<kafka_protocol::records::Compression> {
+        use kafka_protocol::records::Compression;
+        match self {
+            Self::Producer => None,
+            Self::Uncompressed => Some(Compression::None),
+            Self::Gzip => Some(Compression::Gzip),
+            Self::Snappy => Some(Compression::Snappy),
+            Self::Lz4 => Some(Compression::Lz4),
+            Self::Zstd => Some(Compression::Zstd),
+        }
+    }
+}
+
 /// Configuration of one partition log (Kafka topic-config names in the docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
@@ -109,6 +157,20 @@ pub struct LogConfig {
     /// deleted segment files are unlinked at once, readers that still hold a
     /// segment keep reading it through their open file handle.
     pub file_delete_delay_ms: u64,
+    /// `max.compaction.lag.ms` (`None` = Long.MAX = never forced): a record
+    /// of a compacted log stays uncompacted at most this long — the active
+    /// segment rolls at this age and a log whose oldest dirty batch is older
+    /// is cleaned whatever its dirty ratio (KIP-354).
+    pub max_compaction_lag_ms: Option<u64>,
+    /// `compression.type` (producer): the codec batches are stored in; the
+    /// log recompresses a batch sent with another codec, as Kafka does.
+    pub compression_type: CompressionType,
+    /// `message.timestamp.before.max.ms` (`None` = Long.MAX = unbounded):
+    /// with CreateTime, how far in the past a record's timestamp may be.
+    pub message_timestamp_before_max_ms: Option<u64>,
+    /// `message.timestamp.after.max.ms` (1 hour, Kafka 4.0's default): with
+    /// CreateTime, how far in the future a record's timestamp may be.
+    pub message_timestamp_after_max_ms: Option<u64>,
 }
 
 /// Kafka's default `segment.bytes`.
@@ -134,6 +196,23 @@ impl Default for LogConfig {
             max_message_bytes: 1_048_588,
             message_timestamp_type: TimestampType::CreateTime,
             file_delete_delay_ms: 60_000,
+            max_compaction_lag_ms: None,
+            compression_type: CompressionType::Producer,
+            message_timestamp_before_max_ms: None,
+            message_timestamp_after_max_ms: Some(3_600_000),
+        }
+    }
+}
+
+impl LogConfig {
+    /// The age at which the active segment rolls: `segment.ms`, or
+    /// `max.compaction.lag.ms` when that is smaller and the log compacts
+    /// (Kafka's `LogConfig.maxSegmentMs`).
+    #[must_use]
+    pub fn max_segment_ms(&self) -> u64 {
+        match self.max_compaction_lag_ms {
+            Some(lag) if self.cleanup_policy.compacts() && lag > 0 => lag.min(self.segment_ms),
+            _ => self.segment_ms,
         }
     }
 }

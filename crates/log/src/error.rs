@@ -21,6 +21,18 @@ pub enum LogError {
         /// What was wrong.
         reason: String,
     },
+    /// Some records of a batch were refused, each named by its index in the
+    /// batch (KIP-467): `INVALID_TIMESTAMP` when a timestamp was out of
+    /// range, else `INVALID_RECORD`. The whole append is refused.
+    #[error("{message}")]
+    RecordErrors {
+        /// A timestamp was out of range (`INVALID_TIMESTAMP`).
+        invalid_timestamp: bool,
+        /// Kafka's summary of the refusal.
+        message: String,
+        /// Every refused record.
+        records: Vec<crate::validate::RecordError>,
+    },
     /// A batch is larger than `max.message.bytes` (`MESSAGE_TOO_LARGE`).
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     RecordTooLarge {
@@ -101,6 +113,28 @@ pub enum LogError {
         /// The partition directory.
         dir: PathBuf,
     },
+    /// Recovery found a corrupt batch with valid data after it, and the log
+    /// was opened with [`crate::recovery::CorruptionPolicy::Refuse`]: nothing
+    /// was cut (`KAFKA_STORAGE_ERROR`).
+    #[error(
+        "log {dir} is corrupt: segment {segment} has an invalid batch at byte {position} (offset {offset}): {reason}; {records_after} records ({bytes_after} bytes) lie after it; nothing was removed"
+    )]
+    CorruptLog {
+        /// The partition directory.
+        dir: PathBuf,
+        /// Base offset of the segment.
+        segment: i64,
+        /// Byte position of the invalid batch in the segment.
+        position: u64,
+        /// The offset the invalid batch should start at.
+        offset: i64,
+        /// What is wrong with it.
+        reason: String,
+        /// Records that recovery would remove (at least).
+        records_after: u64,
+        /// Bytes that recovery would remove.
+        bytes_after: u64,
+    },
     /// An I/O error on a log file (`KAFKA_STORAGE_ERROR`).
     #[error("i/o error on {path}: {source}")]
     Io {
@@ -119,6 +153,15 @@ impl LogError {
         match self {
             Self::CorruptRecord { .. } => 2,
             Self::InvalidRecord { .. } => 87,
+            Self::RecordErrors {
+                invalid_timestamp, ..
+            } => {
+                if *invalid_timestamp {
+                    32
+                } else {
+                    87
+                }
+            }
             Self::RecordTooLarge { .. } => 10,
             Self::RecordListTooLarge { .. } => 18,
             Self::OffsetOutOfRange { .. } => 1,
@@ -126,7 +169,10 @@ impl LogError {
             Self::InvalidProducerEpoch { .. } => 47,
             Self::InvalidTxnState { .. } => 48,
             Self::TopicIdMismatch { .. } => 103,
-            Self::CorruptFile { .. } | Self::Closed { .. } | Self::Io { .. } => 56,
+            Self::CorruptFile { .. }
+            | Self::CorruptLog { .. }
+            | Self::Closed { .. }
+            | Self::Io { .. } => 56,
         }
     }
 

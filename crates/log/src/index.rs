@@ -301,6 +301,18 @@ impl<E: IndexEntry> SparseIndex<E> {
         Ok(())
     }
 
+    /// Forgets the entries from the `len`-th on, in memory only (an append
+    /// that failed half way); entries already in the file past `len` are
+    /// overwritten by the next writes.
+    pub fn forget_from(&self, len: usize) {
+        let mut entries = self.write();
+        entries.truncate(len);
+        if self.written() > len {
+            self.written
+                .store(len, std::sync::atomic::Ordering::Release);
+        }
+    }
+
     /// Drops entries for which `keep` is false from the end (truncation).
     ///
     /// # Errors

@@ -171,7 +171,12 @@ fn parse(path: &Path, text: &str) -> Result<Vec<EpochEntry>, LogError> {
         .next()
         .and_then(|l| l.trim().parse().ok())
         .ok_or_else(|| corrupt("expected an entry count"))?;
-    let mut entries = Vec::with_capacity(count.min(4096));
+    // An entry line is at least "e o\n": a count the text cannot hold is
+    // refused before anything is allocated for it.
+    if count > text.len() / 4 {
+        return Err(corrupt("entry count exceeds what the file can hold"));
+    }
+    let mut entries = Vec::with_capacity(count);
     for _ in 0..count {
         let line = lines
             .next()
@@ -219,6 +224,15 @@ mod tests {
                 }]
         );
         let reloaded = LeaderEpochCache::load(dir.path()).unwrap();
+        check!(parse(Path::new("x"), "0\n2\n0 0\n2 10\n").unwrap().len() == 2);
+        for bad in [
+            "0\n4294967295\n0 0\n",
+            "0\n3\n0 0\n2 10\n",
+            "1\n0\n",
+            "0\nx\n",
+        ] {
+            check!(parse(Path::new("x"), bad).is_err(), "{bad:?}");
+        }
         check!(reloaded.entries() == cache.entries());
         cache.truncate_from_end(12).unwrap();
         check!(cache.entries().is_empty());

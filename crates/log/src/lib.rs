@@ -36,17 +36,21 @@ pub mod leader_epoch;
 mod load;
 mod log;
 pub mod producer_state;
+pub mod recovery;
 pub mod segment;
 pub mod txn_index;
 mod types;
+pub mod validate;
 
 pub use {
     cleaner::{CleanStats, LogCleaner},
     clock::{Clock, ManualClock, SystemClock},
-    config::{CleanerConfig, CleanupPolicy, LogConfig, TimestampType},
+    config::{CleanerConfig, CleanupPolicy, CompressionType, LogConfig, TimestampType},
     error::LogError,
     leader_epoch::EpochEntry,
     log::Log,
     producer_state::ProducerSummary,
+    recovery::{CorruptionPolicy, OpenOptions, RecoveryReport},
     types::{AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, TimestampOffset},
+    validate::RecordError,
 };

@@ -24,6 +24,7 @@ use {
         leader_epoch::LeaderEpochCache,
         log::{Inner, Log},
         producer_state::{self, ProducerStateManager},
+        recovery::{self, CorruptionPolicy, LossCause, OpenOptions, RecoveryReport, Removal},
         segment::{INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX},
         txn_index::AbortedTxnEntry,
     },
@@ -94,6 +95,24 @@ impl Log {
         config: LogConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Log, LogError> {
+        Self::open_with(dir, topic_id, config, clock, OpenOptions::default())
+    }
+
+    /// [`Log::open`] with a choice of what recovery does with corruption
+    /// (see [`crate::recovery`]); what it removed is in
+    /// [`Log::recovery_report`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Log::open`]; also [`LogError::CorruptLog`] when `options` refuse
+    /// corruption and recovery met some (nothing is then removed).
+    pub fn open_with(
+        dir: &Path,
+        topic_id: Uuid,
+        config: LogConfig,
+        clock: Arc<dyn Clock>,
+        options: OpenOptions,
+    ) -> Result<Log, LogError> {
         std::fs::create_dir_all(dir).map_err(LogError::io(dir))?;
         let meta_path = dir.join(PARTITION_METADATA_FILE);
         match checkpoint::read_optional(&meta_path)? {
@@ -117,7 +136,8 @@ impl Log {
         let now = clock.now_ms();
         let mut bases = scan_dir(dir)?;
         let stored_start = checkpoint::read_offset(&dir.join(LOG_START_OFFSET_FILE))?;
-        let recovery_point = checkpoint::read_offset(&dir.join(RECOVERY_POINT_FILE))?.unwrap_or(0);
+        let stored_recovery_point = checkpoint::read_offset(&dir.join(RECOVERY_POINT_FILE))?;
+        let recovery_point = stored_recovery_point.unwrap_or(0);
         let interval = config.index_interval_bytes;
 
         if bases.is_empty() {
@@ -130,30 +150,100 @@ impl Log {
             segments.push(Segment::open(dir, *base, config.segment_index_bytes, now)?);
         }
 
-        // Index of the first segment that must be recovered (unclean only).
-        let first_recovered = if clean {
+        // Index of the first segment that must be recovered (unclean only;
+        // every segment when asked to verify all).
+        let first_recovered = if options.verify_all {
+            0
+        } else if clean {
             segments.len()
         } else {
             segments
                 .partition_point(|s| s.base_offset() <= recovery_point)
                 .saturating_sub(1)
         };
+        let mut report = RecoveryReport {
+            clean_start: clean,
+            ..RecoveryReport::default()
+        };
         let mut i = 0;
         while i < segments.len() {
             let Some(seg) = segments.get(i) else { break };
-            if i < first_recovered {
-                if seg.load(interval)? {
-                    tracing::warn!(dir = %dir.display(), base = seg.base_offset(), "rebuilt inconsistent indexes");
-                }
-            } else {
+            let unflushed = i >= first_recovered;
+            if !unflushed && !seg.load(interval)? {
+                i += 1;
+                continue;
+            }
+            if unflushed {
                 seg.txn_index.reset(Vec::new())?;
-                let truncated = seg.recover(interval, true, |_, _| Ok(()))?;
-                if truncated > 0 {
-                    tracing::warn!(dir = %dir.display(), base = seg.base_offset(), truncated, "truncated corrupt or torn log tail");
-                    // Nothing after a corrupt batch can be trusted.
-                    for later in segments.drain(i + 1..) {
-                        later.delete_files(dir)?;
+            }
+            // Kafka's LogSegment.recover checks every batch, CRC included.
+            let (valid_end, file_size) = seg.rebuild(interval, true, |_, _| Ok(()))?;
+            if valid_end == file_size {
+                if !unflushed {
+                    tracing::warn!(dir = %dir.display(), base = seg.base_offset(), "rebuilt inconsistent indexes (no data removed)");
+                    report.rebuilt_indexes.push(seg.base_offset());
+                }
+                i += 1;
+                continue;
+            }
+            let from_offset = seg.next_offset();
+            let tail = recovery::analyse_tail(seg, valid_end, from_offset)?;
+            // After an unclean shutdown the later segments were never
+            // flushed past the recovery point: Kafka deletes them. A clean
+            // start only cuts the segment that failed its checks.
+            let later = segments.get(i + 1..).unwrap_or_default();
+            let later_data = later.iter().any(|l| l.size() > 0);
+            let reason = invalid_reason(seg, valid_end)?;
+            let corrupt = tail.valid_after || later_data;
+            if corrupt && options.corruption == CorruptionPolicy::Refuse {
+                let mut records_after = tail.records;
+                let mut bytes_after = file_size - valid_end;
+                if unflushed {
+                    for l in later {
+                        let (records, bytes, _) = recovery::summarise(l)?;
+                        records_after += records;
+                        bytes_after += bytes;
                     }
+                }
+                return Err(LogError::CorruptLog {
+                    dir: dir.to_path_buf(),
+                    segment: seg.base_offset(),
+                    position: valid_end,
+                    offset: from_offset,
+                    reason,
+                    records_after,
+                    bytes_after,
+                });
+            }
+            seg.cut_to(valid_end)?;
+            let removal = Removal {
+                segment: seg.base_offset(),
+                from_offset,
+                to_offset: tail.end_offset,
+                records: tail.records,
+                bytes: file_size - valid_end,
+                cause: if corrupt {
+                    LossCause::Corruption { reason }
+                } else {
+                    LossCause::TornTail
+                },
+            };
+            warn_removal(dir, &removal);
+            report.removals.push(removal);
+            if unflushed {
+                for l in segments.drain(i + 1..) {
+                    let (records, bytes, end) = recovery::summarise(&l)?;
+                    l.delete_files(dir)?;
+                    let removal = Removal {
+                        segment: l.base_offset(),
+                        from_offset: l.base_offset(),
+                        to_offset: end,
+                        records,
+                        bytes,
+                        cause: LossCause::AfterCorruption,
+                    };
+                    warn_removal(dir, &removal);
+                    report.removals.push(removal);
                 }
             }
             i += 1;
@@ -223,6 +313,7 @@ impl Log {
             log_end_offset: AtomicI64::new(log_end),
             last_stable_offset: AtomicI64::new(log_end),
             closed: AtomicBool::new(false),
+            recovery: report,
         };
         {
             let inner = log
@@ -236,7 +327,11 @@ impl Log {
             // starts from here.
             log.flush()?;
         }
-        checkpoint::write_offset(&dir.join(RECOVERY_POINT_FILE), log_end)?;
+        // Unchanged files are not rewritten: a start on a full disk must
+        // not need a free block.
+        if stored_recovery_point != Some(log_end) {
+            checkpoint::write_offset(&dir.join(RECOVERY_POINT_FILE), log_end)?;
+        }
         if stored_start != Some(log_start) {
             checkpoint::write_offset(&dir.join(LOG_START_OFFSET_FILE), log_start)?;
         }
@@ -244,6 +339,54 @@ impl Log {
         log.closed.store(false, Ordering::Release);
         Ok(log)
     }
+}
+
+/// Why the batch at `position` of `seg` is invalid, as the batch checks say.
+fn invalid_reason(seg: &Segment, position: u64) -> Result<String, LogError> {
+    let head = seg
+        .read_raw(position, batch::HEADER_SIZE)?
+        .unwrap_or_default();
+    let Some(header) = BatchHeader::parse(&head) else {
+        return Ok("an incomplete batch header".to_owned());
+    };
+    if header.magic != 2 {
+        return Ok(format!("magic byte {} instead of 2", header.magic));
+    }
+    let end = position.saturating_add(header.size());
+    if end > seg.file_len()? {
+        return Ok(format!(
+            "a batch of {} bytes runs past the end of the file",
+            header.size()
+        ));
+    }
+    let whole = seg
+        .read_raw(position, header.size() as usize)?
+        .unwrap_or_default();
+    Ok(match batch::check_batch(&whole) {
+        Err(e) => e.to_string(),
+        Ok(_) => format!(
+            "batch offsets {}..={} do not follow the previous batch",
+            header.base_offset,
+            header.last_offset()
+        ),
+    })
+}
+
+/// The WARN line of one recovery cut.
+fn warn_removal(dir: &Path, r: &Removal) {
+    let to = r
+        .to_offset
+        .map_or_else(|| "unknown".to_owned(), |t| t.to_string());
+    tracing::warn!(
+        partition = %dir.file_name().unwrap_or_default().to_string_lossy(),
+        segment = r.segment,
+        from_offset = r.from_offset,
+        to_offset = %to,
+        records = r.records,
+        bytes = r.bytes,
+        cause = %r.cause,
+        "recovery removed data from the log"
+    );
 }
 
 /// Replays batches from `from` to the end into producer state; aborted

@@ -67,6 +67,8 @@ pub struct Log {
     pub(crate) log_end_offset: AtomicI64,
     pub(crate) last_stable_offset: AtomicI64,
     pub(crate) closed: AtomicBool,
+    /// What opening the log removed or rebuilt.
+    pub(crate) recovery: crate::RecoveryReport,
 }
 
 impl std::fmt::Debug for Log {
@@ -80,6 +82,13 @@ impl std::fmt::Debug for Log {
 }
 
 impl Log {
+    /// What opening the log did: data removed by recovery (with offsets,
+    /// records and bytes) and indexes rebuilt.
+    #[must_use]
+    pub fn recovery_report(&self) -> &crate::RecoveryReport {
+        &self.recovery
+    }
+
     /// The partition directory.
     #[must_use]
     pub fn dir(&self) -> &Path {
@@ -308,6 +317,7 @@ impl Log {
         origin: AppendOrigin,
     ) -> Result<AppendInfo, LogError> {
         let config = self.config();
+        let records = self.validate_client_batches(records, &config)?;
         let mut headers: Vec<(usize, BatchHeader)> = Vec::with_capacity(1);
         let mut at = 0usize;
         while at < records.len() {
@@ -319,16 +329,6 @@ impl Log {
                     size: header.size(),
                     max: u64::from(config.max_message_bytes),
                 });
-            }
-            if config.cleanup_policy.compacts() {
-                // Kafka's LogValidator: a compacted topic needs a key on every record.
-                let size = header.size() as usize;
-                let records = batch::decode_records(rest.get(..size).unwrap_or_default())?;
-                if records.iter().any(|r| r.key.is_none()) {
-                    return Err(LogError::invalid(
-                        "compacted topic cannot accept message without key",
-                    ));
-                }
             }
             headers.push((at, header));
             at += header.size() as usize;
@@ -424,6 +424,44 @@ impl Log {
             duplicate: false,
             record_count,
         })
+    }
+
+    /// Runs [`crate::validate::validate_batch`] over every batch of an
+    /// append (before the append lock: opening a batch is CPU work), and
+    /// returns the bytes to store — the same bytes unless a batch was
+    /// recompressed.
+    fn validate_client_batches(
+        &self,
+        records: Bytes,
+        config: &LogConfig,
+    ) -> Result<Bytes, LogError> {
+        let name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let now = self.clock.now_ms();
+        let mut rewritten: Option<Vec<u8>> = None;
+        let mut at = 0usize;
+        while at < records.len() {
+            let rest = records.get(at..).unwrap_or_default();
+            let header = batch::check_batch(rest)?;
+            batch::check_client_batch(&header)?;
+            let size = header.size() as usize;
+            let this = rest.get(..size).unwrap_or_default();
+            match crate::validate::validate_batch(this, &header, config, &name, now)? {
+                Some(new) => rewritten
+                    .get_or_insert_with(|| records.get(..at).unwrap_or_default().to_vec())
+                    .extend_from_slice(&new),
+                None => {
+                    if let Some(out) = rewritten.as_mut() {
+                        out.extend_from_slice(this);
+                    }
+                }
+            }
+            at += size;
+        }
+        Ok(rewritten.map_or(records, Bytes::from))
     }
 
     /// Writes a COMMIT or ABORT marker for a producer's transaction; an
@@ -542,7 +580,7 @@ impl Log {
         // Positions are u32 in the index and Kafka caps segments at Int.MaxValue.
         let max_segment = config.segment_bytes.min(i32::MAX as u64);
         let roll = size > max_segment.saturating_sub(append_bytes)
-            || waited > i64::try_from(config.segment_ms).unwrap_or(i64::MAX)
+            || waited > i64::try_from(config.max_segment_ms()).unwrap_or(i64::MAX)
             || active.indexes_full()
             || !active.can_hold_offset(last_offset);
         if roll {
@@ -607,6 +645,7 @@ impl Log {
     /// periodic checkpoint), not on every flush: a stale recovery point only
     /// makes recovery validate more.
     fn flush_locked(&self, inner: &mut Inner, now: i64) -> Result<(), LogError> {
+        let started = std::time::Instant::now();
         let segs: Vec<_> = self.segments_from(inner.recovery_point).collect();
         let n = segs.len();
         for (i, seg) in segs.iter().enumerate() {
@@ -622,6 +661,9 @@ impl Log {
         inner.recovery_point = self.log_end_offset();
         inner.unflushed_messages = 0;
         inner.last_flush_ms = now;
+        // Kafka's LogFlushRateAndTimeMs; a no-op unless the broker installed a recorder.
+        metrics::histogram!("krabka_log_flush_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
         Ok(())
     }
 
@@ -835,6 +877,12 @@ impl Log {
             break;
         }
         if count == 0 {
+            // A pass whose checkpoint write failed (full disk) deleted its
+            // segments already: the log start still follows them.
+            let first = self.active_or_first_base();
+            if first > self.log_start_offset() {
+                self.set_log_start_offset(first)?;
+            }
             return Ok(0);
         }
         let removed: Vec<Arc<Segment>> = {
@@ -844,12 +892,15 @@ impl Log {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             list.drain(..count).collect()
         };
+        // The files go first: that frees space, so retention works on a full
+        // disk, and the checkpoint written after them is only advisory (a
+        // start takes the first segment's base when it is higher).
+        for seg in &removed {
+            seg.delete_files(&self.dir)?;
+        }
         let new_first = self.active_or_first_base();
         if new_first > self.log_start_offset() {
             self.set_log_start_offset(new_first)?;
-        }
-        for seg in &removed {
-            seg.delete_files(&self.dir)?;
         }
         // Producer snapshots below the new first segment are of no use any more,
         // but the latest one is kept whatever its offset.
@@ -919,7 +970,8 @@ impl Log {
         })
     }
 
-    /// Rolls the active segment if `segment.ms` elapsed, and flushes if
+    /// Rolls the active segment if `segment.ms` (or a compacted log's
+    /// `max.compaction.lag.ms`) elapsed, and flushes if
     /// `flush.ms` elapsed (the broker calls this periodically).
     ///
     /// # Errors
@@ -937,7 +989,7 @@ impl Log {
                 .first_batch_timestamp
                 .filter(|t| *t >= 0)
                 .unwrap_or(stats.created_ms);
-            if now - since > i64::try_from(config.segment_ms).unwrap_or(i64::MAX) {
+            if now - since > i64::try_from(config.max_segment_ms()).unwrap_or(i64::MAX) {
                 self.roll(inner, &config, self.log_end_offset())?;
             }
         }

@@ -465,7 +465,11 @@ impl ProducerStateManager {
         let count = i32_at(6).ok_or_else(|| corrupt("missing entry count".into()))?;
         let count =
             usize::try_from(count).map_err(|_| corrupt(format!("negative entry count {count}")))?;
-        if raw.len() != 10 + count * ENTRY_SIZE {
+        if count
+            .checked_mul(ENTRY_SIZE)
+            .and_then(|n| n.checked_add(10))
+            != Some(raw.len())
+        {
             return Err(corrupt(format!(
                 "{} bytes do not hold {count} entries",
                 raw.len()
@@ -491,7 +495,7 @@ impl ProducerStateManager {
                 entry.batches.push_back(BatchMetadata {
                     first_seq: last_seq.wrapping_sub(delta),
                     last_seq,
-                    first_offset: last_offset - i64::from(delta),
+                    first_offset: last_offset.saturating_sub(i64::from(delta)),
                     last_offset,
                     timestamp,
                 });

@@ -229,14 +229,31 @@ impl Segment {
         index_interval: u64,
     ) -> Result<(), LogError> {
         let start = self.size();
-        self.file
-            .write_all_at(buf, start)
-            .map_err(LogError::io(&self.log_path))?;
-        self.size.store(start + buf.len() as u64, Ordering::Release);
-        let mut stats = self.lock_stats();
-        for (at, header) in batches {
-            self.index_batch(&mut stats, start + *at as u64, header, index_interval)?;
+        if let Err(source) = self.file.write_all_at(buf, start) {
+            // Nothing is committed; give back the blocks a partial write
+            // took (on a full disk), which what frees space may need.
+            let _ = self.file.set_len(start);
+            return Err(LogError::Io {
+                path: self.log_path.clone(),
+                source,
+            });
         }
+        let mut stats = self.lock_stats();
+        let before = (*stats, self.offset_index.len(), self.time_index.len());
+        for (at, header) in batches {
+            if let Err(e) = self.index_batch(&mut stats, start + *at as u64, header, index_interval)
+            {
+                // Undo the whole append: the caller reports it as failed,
+                // so its bytes must not stay behind to be read or to collide
+                // with the offsets of the next append.
+                *stats = before.0;
+                self.offset_index.forget_from(before.1);
+                self.time_index.forget_from(before.2);
+                let _ = self.file.set_len(start);
+                return Err(e);
+            }
+        }
+        self.size.store(start + buf.len() as u64, Ordering::Release);
         Ok(())
     }
 
@@ -479,13 +496,73 @@ impl Segment {
         &self,
         index_interval: u64,
         verify: bool,
-        mut on_batch: impl FnMut(&BatchHeader, &[u8]) -> Result<(), LogError>,
+        on_batch: impl FnMut(&BatchHeader, &[u8]) -> Result<(), LogError>,
     ) -> Result<u64, LogError> {
-        let file_size = self
+        let (valid_end, file_size) = self.rebuild(index_interval, verify, on_batch)?;
+        self.cut_to(valid_end)?;
+        Ok(file_size - valid_end)
+    }
+
+    /// Size of the `.log` file on disk (which may exceed [`Segment::size`]
+    /// while a rebuild found invalid bytes at its end).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error.
+    pub fn file_len(&self) -> Result<u64, LogError> {
+        Ok(self
             .file
             .metadata()
             .map_err(LogError::io(&self.log_path))?
-            .len();
+            .len())
+    }
+
+    /// Up to `len` bytes of the file at `pos`, whatever the committed size
+    /// (recovery looks past it); `None` when the file ends first.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a read error.
+    pub(crate) fn read_raw(&self, pos: u64, len: usize) -> Result<Option<Vec<u8>>, LogError> {
+        let mut buf = vec![0u8; len];
+        match self.file.read_exact_at(&mut buf, pos) {
+            Ok(()) => Ok(Some(buf)),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(LogError::Io {
+                path: self.log_path.clone(),
+                source: e,
+            }),
+        }
+    }
+
+    /// Cuts the file at `valid_end` (found by [`Segment::rebuild`]).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error.
+    pub(crate) fn cut_to(&self, valid_end: u64) -> Result<(), LogError> {
+        if self.file_len()? > valid_end {
+            self.file
+                .set_len(valid_end)
+                .map_err(LogError::io(&self.log_path))?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds indexes and stats as [`Segment::recover`] does, but leaves
+    /// the file as it is: the committed size becomes the end of the last
+    /// valid batch. Returns that end and the file's size.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error.
+    pub(crate) fn rebuild(
+        &self,
+        index_interval: u64,
+        verify: bool,
+        mut on_batch: impl FnMut(&BatchHeader, &[u8]) -> Result<(), LogError>,
+    ) -> Result<(u64, u64), LogError> {
+        let file_size = self.file_len()?;
         self.offset_index.reset(Vec::new(), false)?;
         self.time_index.reset(Vec::new(), false)?;
         let mut stats = self.lock_stats();
@@ -557,34 +634,30 @@ impl Segment {
             pos += at as u64;
         }
         drop(stats);
-        let truncated = file_size - valid_end;
-        if truncated > 0 {
-            self.file
-                .set_len(valid_end)
-                .map_err(LogError::io(&self.log_path))?;
-        }
         self.size.store(valid_end, Ordering::Release);
         let next = self.next_offset();
         self.txn_index.truncate_to(next)?;
         // Rebuilt indexes go to disk now, not entry group by group.
         self.offset_index.sync()?;
         self.time_index.sync()?;
-        Ok(truncated)
+        Ok((valid_end, file_size))
     }
 
-    /// Loads stats after a clean open: indexes must pass their sanity checks
-    /// (else they are rebuilt by scanning, without CRC checks); the tail
-    /// after the last index entry is scanned for the next offset and max
-    /// timestamp.
+    /// Loads stats after a clean open without reading the data: indexes
+    /// must pass their sanity checks, and the tail after the last index
+    /// entry is scanned for the next offset and max timestamp. Returns
+    /// `true` when that is not possible — an index fails its checks, its
+    /// last entry names the wrong batch, or the tail does not end on a batch
+    /// boundary — and the segment must be rebuilt from its data instead
+    /// (which the caller does, reporting what a rebuild cuts).
     ///
     /// # Errors
     ///
     /// [`LogError::Io`] on a file error.
-    pub fn load(&self, index_interval: u64) -> Result<bool, LogError> {
+    pub fn load(&self, _index_interval: u64) -> Result<bool, LogError> {
         let size = self.size();
         let sane = self.offset_index.sanity_check(size) && self.time_index.sanity_check();
         if !sane {
-            self.recover(index_interval, false, |_, _| Ok(()))?;
             return Ok(true);
         }
         let start = self
@@ -620,14 +693,9 @@ impl Segment {
             tail_bytes += h.size();
             true
         })?;
-        if !entry_matches {
-            // The last index entry does not point at the batch it names.
-            self.recover(index_interval, false, |_, _| Ok(()))?;
-            return Ok(true);
-        }
-        if end != size {
-            // The tail does not end on a batch boundary: rebuild from scratch.
-            self.recover(index_interval, true, |_, _| Ok(()))?;
+        if !entry_matches || end != size {
+            // The last index entry does not point at the batch it names, or
+            // the tail does not end on a batch boundary.
             return Ok(true);
         }
         let mut stats = self.lock_stats();

@@ -72,8 +72,8 @@ pub use {
     log::{
         AssignmentHandle, DEFAULT_METADATA_TOPIC_PARTITIONS, InProcessMetadataEventLog,
         KafkaMetadataEventLog, KafkaMetadataEventLogConfig, KeyedEvent, MetadataEventLog,
-        MetadataEventRecord, MetadataEventStream, PartitionStart, REMOTE_LOG_METADATA_TOPIC,
-        RangeVisitor,
+        MetadataEventRecord, MetadataEventStream, PartitionStart,
+        REMOTE_LOG_METADATA_CLIENT_PREFIX, REMOTE_LOG_METADATA_TOPIC, RangeVisitor,
     },
     manager::{
         ConsumerStats, DEFAULT_CONSUME_WAIT, DEFAULT_SNAPSHOT_INTERVAL_EVENTS,

@@ -28,7 +28,7 @@ pub use self::{
     in_process::InProcessMetadataEventLog,
     kafka::{
         DEFAULT_METADATA_TOPIC_PARTITIONS, KafkaMetadataEventLog, KafkaMetadataEventLogConfig,
-        REMOTE_LOG_METADATA_TOPIC,
+        REMOTE_LOG_METADATA_CLIENT_PREFIX, REMOTE_LOG_METADATA_TOPIC,
     },
 };
 

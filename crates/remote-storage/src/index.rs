@@ -23,7 +23,7 @@
 use {
     crate::{error::RemoteStorageError, storage_manager::IndexType},
     bytes::Bytes,
-    kafka_protocol::records::RecordBatchDecoder,
+    kafka_protocol::records::{Compression, Record, RecordBatchDecoder},
     krabka_ids::{LeaderEpoch, ProducerId},
     std::fmt,
 };
@@ -628,15 +628,11 @@ pub fn first_record_at_or_after_timestamp(
                 position: u64::from(header.position.0),
                 reason: "batch runs past the log".to_owned(),
             })?;
-        let mut buf = Bytes::copy_from_slice(bytes);
-        let set = RecordBatchDecoder::decode(&mut buf).map_err(|error| {
-            RemoteStorageError::CorruptLog {
-                position: u64::from(header.position.0),
-                reason: format!("records do not decode: {error}"),
-            }
+        let records = decode_records(bytes).map_err(|error| RemoteStorageError::CorruptLog {
+            position: u64::from(header.position.0),
+            reason: format!("records do not decode: {error}"),
         })?;
-        if let Some(record) = set
-            .records
+        if let Some(record) = records
             .iter()
             .find(|r| r.timestamp >= target.0 && r.offset >= starting_offset.0)
         {
@@ -648,6 +644,43 @@ pub fn first_record_at_or_after_timestamp(
         }
     }
     Ok(None)
+}
+
+/// The fewest bytes one v2 record takes (seven one-byte fields).
+const MIN_RECORD_SIZE: usize = 7;
+
+/// Byte position of `recordCount` in a v2 batch header.
+const RECORD_COUNT_AT: usize = 57;
+
+/// Decodes the records of one whole batch. The decoder reserves room for
+/// the header's record count before it reads a record, so that count is
+/// first checked against the (decompressed) record bytes.
+fn decode_records(batch: &[u8]) -> Result<Vec<Record>, String> {
+    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+    let count = be_i32(batch, RECORD_COUNT_AT);
+    let mut buf = Bytes::copy_from_slice(batch);
+    let take = |b: &mut Bytes| Ok(std::mem::take(b));
+    let set = RecordBatchDecoder::decode_with_custom_compression(
+        &mut buf,
+        Some(|records: &mut Bytes, compression: Compression| {
+            let plain = match compression {
+                Compression::None => std::mem::take(records),
+                Compression::Gzip => <Gzip as Decompressor<Bytes>>::decompress(records, take)?,
+                Compression::Snappy => <Snappy as Decompressor<Bytes>>::decompress(records, take)?,
+                Compression::Lz4 => <Lz4 as Decompressor<Bytes>>::decompress(records, take)?,
+                Compression::Zstd => <Zstd as Decompressor<Bytes>>::decompress(records, take)?,
+            };
+            if !usize::try_from(count).is_ok_and(|n| n <= plain.len() / MIN_RECORD_SIZE) {
+                Err(std::io::Error::other(format!(
+                    "record count {count} cannot fit in {} bytes of records",
+                    plain.len()
+                )))?;
+            }
+            Ok(plain)
+        }),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(set.records)
 }
 
 /// The first damage in a segment's `.log`, or `None` if every batch is whole,
@@ -948,6 +981,27 @@ pub(crate) mod tests {
         .unwrap()
         .unwrap();
         check!(found.offset == LogOffset(2));
+    }
+
+    #[test]
+    fn record_counts_beyond_the_bytes_left_are_refused() {
+        for codec in [Compression::None, Compression::Gzip, Compression::Zstd] {
+            let mut log = batch(0, &[10, 20], codec).to_vec();
+            log[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+            krabka_log::batch::recompute_crc(&mut log);
+            let error = first_record_at_or_after_timestamp(
+                &log,
+                BytePosition(0),
+                TimestampMs(0),
+                LogOffset(0),
+            )
+            .unwrap_err();
+            check!(
+                error.to_string().contains("cannot fit"),
+                "{codec:?}: {error}"
+            );
+            check!(decode_records(&batch(0, &[10, 20], codec)).unwrap().len() == 2);
+        }
     }
 
     proptest! {

@@ -6,7 +6,12 @@
 //! so they cannot use Cargo's `CARGO_BIN_EXE_krabka`; they take the binary the
 //! test command built instead. Each [`KrabkaProcess`] listens on its own free
 //! 127.0.0.1 port with its own temporary data directory, and is killed when
-//! dropped.
+//! dropped. [`postgres`] does the same for PostgreSQL, the cluster mode's
+//! database.
+
+pub mod postgres;
+
+pub use postgres::{PostgresProcess, TestDatabase};
 
 use {
     std::{

@@ -237,6 +237,74 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         false,
         "The maximum number of bytes in a socket request.",
     ),
+    // Connection and request budgets (`config::connections`).
+    broker(
+        "queued.max.request.bytes",
+        Some("268435456"),
+        ConfigKind::Long {
+            min: -1,
+            max: LONG_MAX,
+        },
+        false,
+        "Request bytes read but not yet answered, across all connections, before no more are read; -1 is unbounded (Kafka's default; Krabka's is 256 MiB so a crowd of slow clients cannot fill memory). At least socket.request.max.bytes.",
+    ),
+    broker(
+        "max.connections",
+        Some("2147483647"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "Connections the broker holds at once; one over the limit is closed at accept.",
+    ),
+    broker(
+        "max.connections.per.ip",
+        Some("2147483647"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "Connections allowed from one IP address; one over the limit is closed at accept.",
+    ),
+    broker(
+        "max.connections.per.ip.overrides",
+        Some(""),
+        ConfigKind::Text,
+        false,
+        "Per-IP or hostname limits that replace max.connections.per.ip, e.g. hostName:100,127.0.0.1:200.",
+    ),
+    broker(
+        "connections.max.idle.ms",
+        Some("600000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "A connection with no request in flight and no bytes received for this long is closed.",
+    ),
+    broker(
+        "krabka.request.read.timeout.ms",
+        Some("30000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "How far a request that has started to arrive may fall behind krabka.request.read.min.bytes.per.sec before it is dropped (so also the longest it may stall).",
+    ),
+    broker(
+        "krabka.request.read.min.bytes.per.sec",
+        Some("65536"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "The slowest rate at which a request's bytes may arrive, after krabka.request.read.timeout.ms of grace.",
+    ),
     broker(
         "message.max.bytes",
         Some("1048588"),
@@ -471,6 +539,119 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         true,
         "Timestamp type of messages.",
     ),
+    // Partition budgets (Kafka has none: KIP-578 was never adopted).
+    broker(
+        "krabka.max.partitions",
+        Some("4000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Most partitions this broker hosts, internal topics included; CreateTopics and CreatePartitions beyond it are refused (POLICY_VIOLATION) before any file is created. Kafka's guidance is at most 4000 per broker.",
+    ),
+    broker(
+        "krabka.max.partitions.per.request",
+        Some("1000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Most partitions one CreateTopics or CreatePartitions request may add, all its topics together (POLICY_VIOLATION beyond).",
+    ),
+    broker(
+        "log.message.timestamp.before.max.ms",
+        Some("9223372036854775807"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        true,
+        "How far in the past a CreateTime record's timestamp may be.",
+    ),
+    broker(
+        "log.message.timestamp.after.max.ms",
+        Some("3600000"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        true,
+        "How far in the future a CreateTime record's timestamp may be.",
+    ),
+    broker(
+        "log.cleaner.max.compaction.lag.ms",
+        Some("9223372036854775807"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        true,
+        "The longest a record stays uncompacted in a compacted log.",
+    ),
+    broker(
+        "log.message.downconversion.enable",
+        Some("true"),
+        ConfigKind::Boolean,
+        true,
+        "Whether fetches of old versions get batches down-converted (with krabka.legacy.protocol.enable).",
+    ),
+    broker(
+        "log.roll.jitter.ms",
+        Some("0"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        true,
+        "Random jitter subtracted from the segment roll time; only 0 is supported.",
+    ),
+    broker(
+        "compression.gzip.level",
+        Some("-1"),
+        ConfigKind::Int { min: -1, max: 9 },
+        true,
+        "The gzip level when the broker compresses; only the codec's default is supported.",
+    ),
+    broker(
+        "compression.lz4.level",
+        Some("9"),
+        ConfigKind::Int { min: 1, max: 17 },
+        true,
+        "The lz4 level when the broker compresses; only the codec's default is supported.",
+    ),
+    broker(
+        "compression.zstd.level",
+        Some("3"),
+        ConfigKind::Int {
+            min: -131_072,
+            max: 22,
+        },
+        true,
+        "The zstd level when the broker compresses; only the codec's default is supported.",
+    ),
+    broker(
+        "unclean.leader.election.enable",
+        Some("false"),
+        ConfigKind::Boolean,
+        true,
+        "Whether an out-of-sync replica may become leader; one node is always its own in-sync leader.",
+    ),
+    broker(
+        "leader.replication.throttled.replicas",
+        Some(""),
+        ConfigKind::List { choices: &[] },
+        true,
+        "Replicas whose leader-side replication is throttled; one node replicates nothing.",
+    ),
+    broker(
+        "follower.replication.throttled.replicas",
+        Some(""),
+        ConfigKind::List { choices: &[] },
+        true,
+        "Replicas whose follower-side replication is throttled; one node replicates nothing.",
+    ),
     broker(
         "remote.log.storage.system.enable",
         Some("false"),
@@ -632,7 +813,90 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         Some("127.0.0.1:9464"),
         ConfigKind::Text,
         false,
-        "host:port of the Prometheus /metrics endpoint; empty disables it.",
+        "host:port of the HTTP endpoint serving /metrics (Prometheus), /healthz and /readyz; empty disables it.",
+    ),
+    broker(
+        "krabka.log.format",
+        Some("text"),
+        ConfigKind::Choice(&["text", "json"]),
+        false,
+        "Format of the broker's log: text for people, json (one object per line) for log collectors.",
+    ),
+    // Cluster mode (several brokers sharing their state in PostgreSQL).
+    broker(
+        "broker.rack",
+        None,
+        ConfigKind::Text,
+        false,
+        "Rack of the broker; cluster mode spreads partitions across racks.",
+    ),
+    broker(
+        "krabka.cluster.database.url",
+        None,
+        ConfigKind::Text,
+        false,
+        "postgresql:// URL of the cluster database; unset runs a single node on local disk.",
+    ),
+    broker(
+        "krabka.cluster.database.pool.size",
+        Some("8"),
+        ConfigKind::Int { min: 1, max: 1024 },
+        false,
+        "Most connections to the cluster database.",
+    ),
+    broker(
+        "krabka.cluster.database.connect.timeout.ms",
+        Some("5000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How long to wait for a connection to the cluster database.",
+    ),
+    broker(
+        "krabka.cluster.database.tls.enable",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Connect to the cluster database over TLS (rustls).",
+    ),
+    broker(
+        "krabka.cluster.database.tls.ca.file",
+        None,
+        ConfigKind::Text,
+        false,
+        "PEM file of the CAs that sign the database's certificate; default: the platform's roots.",
+    ),
+    broker(
+        "krabka.cluster.lease.duration.ms",
+        Some("10000"),
+        ConfigKind::Int {
+            min: 100,
+            max: INT_MAX,
+        },
+        false,
+        "How long a broker's or coordinator shard's lease lasts, by the database's clock.",
+    ),
+    broker(
+        "krabka.cluster.lease.renew.interval.ms",
+        Some("2000"),
+        ConfigKind::Int {
+            min: 10,
+            max: INT_MAX,
+        },
+        false,
+        "How often a broker renews its leases.",
+    ),
+    broker(
+        "krabka.cluster.lease.safety.margin.ms",
+        Some("1000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "How much earlier than the database a broker stops trusting a lease.",
     ),
     // Listeners and security (Kafka's `SocketServerConfigs`,
     // `BrokerSecurityConfigs`, `SslConfigs`, `SaslConfigs`). The ssl.* and
@@ -958,6 +1222,46 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         },
         false,
         "The heartbeat interval given to consumer-protocol group members.",
+    ),
+    broker(
+        "group.consumer.min.session.timeout.ms",
+        Some("45000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The lowest consumer.session.timeout.ms a consumer group may set.",
+    ),
+    broker(
+        "group.consumer.max.session.timeout.ms",
+        Some("60000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The highest consumer.session.timeout.ms a consumer group may set.",
+    ),
+    broker(
+        "group.consumer.min.heartbeat.interval.ms",
+        Some("5000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The lowest consumer.heartbeat.interval.ms a consumer group may set.",
+    ),
+    broker(
+        "group.consumer.max.heartbeat.interval.ms",
+        Some("15000"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "The highest consumer.heartbeat.interval.ms a consumer group may set.",
     ),
     broker(
         "group.consumer.assignors",
@@ -1343,6 +1647,87 @@ pub const TOPIC_SETTINGS: &[TopicSetting] = &[
         "Time after which a segment is rolled.",
     ),
     topic(
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        "Maximum time a message remains uncompacted.",
+    ),
+    topic(
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        "How far in the past a CreateTime record's timestamp may be.",
+    ),
+    topic(
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        "How far in the future a CreateTime record's timestamp may be.",
+    ),
+    topic(
+        "message.downconversion.enable",
+        "log.message.downconversion.enable",
+        ConfigKind::Boolean,
+        "Whether fetches of old versions get batches down-converted.",
+    ),
+    topic(
+        "segment.jitter.ms",
+        "log.roll.jitter.ms",
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        "Random jitter subtracted from the segment roll time; only 0 is supported.",
+    ),
+    topic(
+        "compression.gzip.level",
+        "compression.gzip.level",
+        ConfigKind::Int { min: -1, max: 9 },
+        "The gzip level when the broker compresses; only the default is supported.",
+    ),
+    topic(
+        "compression.lz4.level",
+        "compression.lz4.level",
+        ConfigKind::Int { min: 1, max: 17 },
+        "The lz4 level when the broker compresses; only the default is supported.",
+    ),
+    topic(
+        "compression.zstd.level",
+        "compression.zstd.level",
+        ConfigKind::Int {
+            min: -131_072,
+            max: 22,
+        },
+        "The zstd level when the broker compresses; only the default is supported.",
+    ),
+    topic(
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        ConfigKind::Boolean,
+        "Accepted and reported; a single node is always its own in-sync leader.",
+    ),
+    topic(
+        "leader.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        ConfigKind::List { choices: &[] },
+        "Accepted and reported; a single node replicates nothing.",
+    ),
+    topic(
+        "follower.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        ConfigKind::List { choices: &[] },
+        "Accepted and reported; a single node replicates nothing.",
+    ),
+    topic(
         "remote.storage.enable",
         "krabka.log.remote.storage.enable",
         ConfigKind::Boolean,
@@ -1399,14 +1784,53 @@ pub fn validate_topic_setting(name: &str, value: &str) -> Result<(), String> {
         .kind
         .validate(value)
         .map_err(|reason| format!("Invalid value {value} for configuration {name}: {reason}"))?;
-    // Krabka stores batches exactly as the producer compressed them; a topic
-    // that asks the broker to recompress is refused rather than ignored.
-    if name == "compression.type" && !value.trim().eq_ignore_ascii_case("producer") {
-        return Err(format!(
-            "Invalid value {value} for configuration compression.type: krabka stores batches as the producer sent them; only 'producer' is supported"
-        ));
+    check_supported_value(name, value)
+}
+
+/// The rules of Kafka's own validators beyond a value's type, and the
+/// values Krabka refuses (saying why) rather than accept and ignore.
+///
+/// # Errors
+///
+/// Kafka-style reason text for a refused value.
+pub fn check_supported_value(name: &str, value: &str) -> Result<(), String> {
+    let value = value.trim();
+    let refuse = |why: &str| {
+        Err(format!(
+            "Invalid value {value} for configuration {name}: {why}"
+        ))
+    };
+    match name {
+        "leader.replication.throttled.replicas" | "follower.replication.throttled.replicas" => {
+            // Kafka's ThrottledReplicaListValidator: "*" or partition:broker pairs.
+            let pair = |item: &str| {
+                item.split_once(':').is_some_and(|(p, b)| {
+                    p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
+                })
+            };
+            let items: Vec<&str> = value.split(',').map(str::trim).collect();
+            if value.is_empty() || value == "*" || items.iter().all(|i| pair(i)) {
+                Ok(())
+            } else {
+                refuse(
+                    "must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+                )
+            }
+        }
+        "segment.jitter.ms" | "log.roll.jitter.ms" if value != "0" => {
+            refuse("krabka rolls segments at segment.ms exactly; only 0 is supported")
+        }
+        "compression.gzip.level" if value != "-1" => {
+            refuse("krabka compresses at the codec's default level; only -1 is supported")
+        }
+        "compression.lz4.level" if value != "9" => {
+            refuse("krabka compresses at the codec's default level; only 9 is supported")
+        }
+        "compression.zstd.level" if value != "3" => {
+            refuse("krabka compresses at the codec's default level; only 3 is supported")
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -1470,6 +1894,15 @@ mod tests {
         check!(validate_topic_setting("min.cleanable.dirty.ratio", "1.5").is_err());
         check!(validate_topic_setting("max.message.bytes", "99999999999").is_err());
         check!(validate_topic_setting("no.such.config", "1").is_err());
-        check!(validate_topic_setting("compression.type", "gzip").is_err());
+        check!(validate_topic_setting("compression.type", "gzip").is_ok());
+        check!(validate_topic_setting("max.compaction.lag.ms", "0").is_err());
+        check!(
+            validate_topic_setting("follower.replication.throttled.replicas", "0:1,1:1").is_ok()
+        );
+        check!(validate_topic_setting("leader.replication.throttled.replicas", "*").is_ok());
+        check!(validate_topic_setting("leader.replication.throttled.replicas", "x").is_err());
+        check!(validate_topic_setting("segment.jitter.ms", "10").is_err());
+        check!(validate_topic_setting("compression.zstd.level", "3").is_ok());
+        check!(validate_topic_setting("compression.zstd.level", "9").is_err());
     }
 }

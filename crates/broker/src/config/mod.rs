@@ -6,15 +6,20 @@
 //! an unknown name or a bad value stops the broker with a message naming it,
 //! because a silently ignored typo in a retention setting loses data.
 
+mod connections;
 pub mod defs;
 mod listener;
+pub mod reference;
 
 use {
     crate::error::BrokerError,
     std::{collections::BTreeMap, net::SocketAddr, path::PathBuf},
 };
 
-pub use listener::{Listener, ListenerSpec, SecurityProtocol};
+pub use {
+    connections::ConnectionSettings,
+    listener::{Listener, ListenerSpec, SecurityProtocol},
+};
 
 /// Where a setting's value came from (Kafka's `ConfigSource` codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +34,8 @@ pub enum ConfigSource {
     StaticBroker,
     /// Kafka's built-in default (`DEFAULT_CONFIG`, 5).
     Default,
+    /// A per-group config (`GROUP_CONFIG`, 8).
+    Group,
 }
 
 impl ConfigSource {
@@ -41,6 +48,7 @@ impl ConfigSource {
             Self::DynamicDefaultBroker => 3,
             Self::StaticBroker => 4,
             Self::Default => 5,
+            Self::Group => 8,
         }
     }
 }
@@ -148,6 +156,8 @@ pub struct BrokerConfig {
     pub delete_topic_enable: bool,
     /// `socket.request.max.bytes`.
     pub socket_request_max_bytes: usize,
+    /// The connection and request budgets (`max.connections`, ...).
+    pub connections: ConnectionSettings,
     /// `log.retention.check.interval.ms`.
     pub retention_check_interval_ms: u64,
     /// `log.cleaner.enable`.
@@ -274,6 +284,9 @@ impl BrokerConfig {
             u64::try_from(int(name)?)
                 .map_err(|_| BrokerError::Config(format!("setting {name} must not be negative")))
         };
+        let socket_request_max_bytes = usize::try_from(int("socket.request.max.bytes")?)
+            .map_err(|_| BrokerError::Config("socket.request.max.bytes".into()))?;
+        let connections = ConnectionSettings::from_values(value, socket_request_max_bytes)?;
         let config = Self {
             node_id,
             listener,
@@ -284,8 +297,8 @@ impl BrokerConfig {
                 .map_err(|_| BrokerError::Config("num.partitions out of range".into()))?,
             auto_create_topics: value("auto.create.topics.enable").eq_ignore_ascii_case("true"),
             delete_topic_enable: value("delete.topic.enable").eq_ignore_ascii_case("true"),
-            socket_request_max_bytes: usize::try_from(int("socket.request.max.bytes")?)
-                .map_err(|_| BrokerError::Config("socket.request.max.bytes".into()))?,
+            socket_request_max_bytes,
+            connections,
             retention_check_interval_ms: to_u64("log.retention.check.interval.ms")?,
             cleaner_enable: value("log.cleaner.enable").eq_ignore_ascii_case("true"),
             cleaner_dedupe_buffer_size: to_u64("log.cleaner.dedupe.buffer.size")?,

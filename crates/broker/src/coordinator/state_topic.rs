@@ -15,7 +15,7 @@
 //! Everything here blocks (disk I/O); callers run it on tokio's blocking pool.
 
 use {
-    crate::{broker::Broker, partition::LEADER_EPOCH, topics::config as topic_config},
+    crate::{broker::Broker, partition::LEADER_EPOCH},
     bytes::{Bytes, BytesMut},
     kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -93,17 +93,9 @@ pub fn ensure_topic(
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
-    let meta = broker
-        .registry
-        .create(name, partitions, configs)
-        .map_err(|e| format!("creating {name}: {e:?}"))?;
-    let (log_config, extras) =
-        topic_config::log_config(&broker.config, &broker.registry, &meta.configs);
-    broker
-        .partitions
-        .open_partitions(name, meta.id, 0..partitions, &log_config, extras)
-        .map_err(|e| format!("opening {name}: {e}"))?;
-    tracing::info!(partitions, "created {name}");
+    // The broker's own topic: created whatever the partition budget.
+    crate::handlers::admin::create_topic_now(broker, name, partitions, configs, None)
+        .map_err(|e| format!("creating {name}: {}", e.message))?;
     Ok(())
 }
 
@@ -131,11 +123,15 @@ pub fn encode_batch(
             timestamp_type: TimestampType::Creation,
             offset: i64::try_from(i).unwrap_or(i64::MAX),
             // Kafka's coordinators write base sequence 0 for a producer's
-            // batch (never checked) and none otherwise.
+            // batch (never checked) and none (-1) otherwise. The encoder
+            // starts a new batch wherever `offset - sequence` changes, so
+            // the sequence must step with the offset even when there is
+            // none: a record -1 below the next keeps one append one batch
+            // (all or nothing), with base sequence -1.
             sequence: if producer.is_some() {
                 i32::try_from(i).unwrap_or(i32::MAX)
             } else {
-                -1
+                i32::try_from(i).unwrap_or(i32::MAX).wrapping_sub(1)
             },
             timestamp: r.timestamp_ms,
             key: Some(r.key.clone()),
@@ -184,12 +180,16 @@ pub fn append(
 }
 
 /// Every entry of `log` from its start to its end, in offset order.
-/// Undecodable batches are skipped with a warning: one bad batch must not
-/// cost a coordinator the rest of its state.
+///
+/// A batch that fails its checks (CRC-32C, framing) is an error, not a
+/// gap: skipping it would drop committed state without a word, and the
+/// state built from the rest would be served as if whole. The caller
+/// refuses the partition instead (`COORDINATOR_NOT_AVAILABLE`).
 ///
 /// # Errors
 ///
-/// The log's error when a read fails.
+/// The log's error when a read fails; [`LogError::CorruptRecord`] naming
+/// the partition directory and offset of a batch that fails its checks.
 pub fn read_all(log: &Log) -> Result<Vec<LoadedEntry>, LogError> {
     let mut out = Vec::new();
     let mut next = log.log_start_offset();
@@ -205,13 +205,14 @@ pub fn read_all(log: &Log) -> Result<Vec<LoadedEntry>, LogError> {
             let Some(batch) = read.records.get(at..) else {
                 break;
             };
-            let records = match decode_records(batch) {
-                Ok(records) => records,
-                Err(e) => {
-                    tracing::warn!(dir = %log.dir().display(), error = %e, "skipping undecodable batch");
-                    continue;
-                }
-            };
+            let records = decode_records(batch).map_err(|e| LogError::CorruptRecord {
+                reason: format!(
+                    "{}: batch at offset {} ({} records): {e}",
+                    log.dir().display(),
+                    header.base_offset,
+                    header.record_count
+                ),
+            })?;
             let producer = header
                 .is_transactional()
                 .then_some(ProducerId(header.producer_id));
@@ -298,6 +299,13 @@ mod tests {
             Some((ProducerId(7), ProducerEpoch(1))),
         );
         check!(matches!(fenced, Err(LogError::InvalidProducerEpoch { .. })));
+        // Every append is one batch, whatever its number of records: a
+        // commit of many offsets is all or nothing.
+        let read = log.read(0, 1 << 20, 4, true).unwrap();
+        let batches: Vec<_> = BatchScan::new(&read.records, true)
+            .map(|(_, h)| (h.base_offset, h.record_count, h.base_sequence))
+            .collect();
+        check!(batches == vec![(0, 2, -1), (2, 1, 0), (3, 1, 0)]);
         let entries = read_all(&log).unwrap();
         check!(
             entries

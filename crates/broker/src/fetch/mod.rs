@@ -7,6 +7,7 @@
 //! non-empty partition always returns at least one whole batch, so a batch
 //! larger than the limits cannot stall a consumer.
 
+pub mod convert;
 pub mod session;
 
 use {
@@ -41,7 +42,7 @@ fn resolve(broker: &Broker, topic: &TopicRef, index: i32) -> Result<Arc<Partitio
         TopicRef::Name(name) => broker
             .partitions
             .get(name, index)
-            .ok_or(ResponseError::UnknownTopicOrPartition.code()),
+            .ok_or_else(|| broker.missing_partition(name, index).code()),
         TopicRef::Id(id) => {
             let meta = broker
                 .registry
@@ -50,13 +51,14 @@ fn resolve(broker: &Broker, topic: &TopicRef, index: i32) -> Result<Arc<Partitio
             broker
                 .partitions
                 .get(&meta.name, index)
-                .ok_or(ResponseError::UnknownTopicOrPartition.code())
+                .ok_or_else(|| broker.missing_partition(&meta.name, index).code())
         }
     }
 }
 
 async fn read_partition(
     broker: &Broker,
+    version: i16,
     key: &(TopicRef, i32),
     wanted: CachedPartition,
     budget: usize,
@@ -125,8 +127,24 @@ async fn read_partition(
     // A read served by the remote tier reports the remote transaction indexes.
     let aborted = remote_aborted.or(aborted);
     data.log_start_offset = log_start;
+    let compression_type = partition.log.config().compression_type;
+    let result = result.map(|mut info| {
+        let records = std::mem::take(&mut info.records);
+        convert::for_fetch_version(version, compression_type, records).map(|records| {
+            info.records = records;
+            info
+        })
+    });
     match result {
-        Ok(info) => {
+        Ok(Err(code)) => {
+            data.error_code = code;
+            PartitionResult {
+                key: key.clone(),
+                data,
+                bytes: 0,
+            }
+        }
+        Ok(Ok(info)) => {
             data.log_start_offset = info.log_start_offset.min(log_start);
             let bytes = info.records.len();
             data.records = Some(info.records);
@@ -242,6 +260,7 @@ pub async fn handle_fetch(
             let budget = max_bytes.saturating_sub(total);
             let r = read_partition(
                 broker,
+                version,
                 key,
                 *wanted,
                 budget,
@@ -256,6 +275,7 @@ pub async fn handle_fetch(
         if total >= min_bytes || any_error || Instant::now() >= deadline || *shutdown.borrow() {
             break results;
         }
+        let _parked = crate::metrics::parked_fetch();
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => {}
             changed = appended.changed() => { if changed.is_err() { break results; } }

@@ -40,7 +40,7 @@ pub struct AdminError {
 }
 
 impl AdminError {
-    fn new(error: ResponseError, message: impl Into<String>) -> Self {
+    pub(crate) fn new(error: ResponseError, message: impl Into<String>) -> Self {
         Self {
             code: error.code(),
             message: message.into(),
@@ -62,6 +62,13 @@ impl From<RegistryRefusal> for AdminError {
 }
 
 fn check_assignment(broker: &Broker, replicas: &[BrokerId]) -> Result<(), AdminError> {
+    if let Some(node) = broker.cluster.get()
+        && let [one] = replicas
+        && node.is_live(krabka_ids::BrokerId(one.0))
+    {
+        // Cluster mode: one replica, on any live broker.
+        return Ok(());
+    }
     if replicas.len() == 1 && replicas.first().map(|b| b.0) == Some(broker.config.node_id) {
         Ok(())
     } else {
@@ -76,6 +83,145 @@ fn check_assignment(broker: &Broker, replicas: &[BrokerId]) -> Result<(), AdminE
     }
 }
 
+/// The one broker of each partition of an explicit assignment, by
+/// partition index.
+fn explicit_brokers(assignments: &[(i32, Vec<BrokerId>)]) -> Vec<krabka_ids::BrokerId> {
+    let mut sorted: Vec<&(i32, Vec<BrokerId>)> = assignments.iter().collect();
+    sorted.sort_by_key(|(index, _)| *index);
+    sorted
+        .iter()
+        .filter_map(|(_, replicas)| replicas.first().map(|b| krabka_ids::BrokerId(b.0)))
+        .collect()
+}
+
+/// The partition budgets: `krabka.max.partitions` (all partitions this
+/// broker hosts) and `krabka.max.partitions.per.request` (what one
+/// CreateTopics or CreatePartitions request may add).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionLimits {
+    /// Most partitions the broker hosts.
+    pub per_broker: i64,
+    /// Most partitions one request adds.
+    pub per_request: i64,
+}
+
+impl PartitionLimits {
+    /// The budgets of `config` (validated settings; Kafka-style defaults).
+    #[must_use]
+    pub fn from_config(config: &crate::config::BrokerConfig) -> Self {
+        let get = |name: &str, default: i64| {
+            config
+                .static_value(name)
+                .0
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(default)
+        };
+        Self {
+            per_broker: get("krabka.max.partitions", 4000),
+            per_request: get("krabka.max.partitions.per.request", 1000),
+        }
+    }
+
+    /// Checks adding `adding` partitions to a broker hosting `hosted`, by a
+    /// request that has added `by_request` before.
+    ///
+    /// # Errors
+    ///
+    /// `POLICY_VIOLATION` naming the setting that would be exceeded.
+    pub fn check(&self, hosted: i64, by_request: i64, adding: i64) -> Result<(), AdminError> {
+        if by_request.saturating_add(adding) > self.per_request {
+            return Err(AdminError::new(
+                ResponseError::PolicyViolation,
+                format!(
+                    "Adding {adding} partitions would take this request to {} new partitions, above krabka.max.partitions.per.request={}.",
+                    by_request.saturating_add(adding),
+                    self.per_request
+                ),
+            ));
+        }
+        if hosted.saturating_add(adding) > self.per_broker {
+            return Err(AdminError::new(
+                ResponseError::PolicyViolation,
+                format!(
+                    "Adding {adding} partitions would bring this broker to {} partitions, above krabka.max.partitions={} (it hosts {hosted}).",
+                    hosted.saturating_add(adding),
+                    self.per_broker
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A refusal from a blocking task that failed to run.
+fn task_failed(e: impl std::fmt::Display) -> AdminError {
+    AdminError::new(ResponseError::UnknownServerError, e.to_string())
+}
+
+/// Whether an admin failure was the disk being full.
+fn out_of_space(e: &RegistryRefusal) -> bool {
+    crate::log_dir::reserve::is_out_of_space(e)
+}
+
+/// Creates a topic now: its partitions' directories first, under a fresh
+/// id, then its registry record, so a crash never leaves a recorded topic
+/// without its partitions (an interrupted creation leaves empty directories,
+/// removed at the next start). With `limits`, the broker budget is checked
+/// first, under the lock that serializes topic changes. Blocking.
+///
+/// # Errors
+///
+/// `TOPIC_ALREADY_EXISTS`, `POLICY_VIOLATION` over the budget,
+/// `KAFKA_STORAGE_ERROR` when the partitions cannot be created or the
+/// topic recorded (nothing is left behind then).
+pub fn create_topic_now(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    configs: BTreeMap<String, String>,
+    limits: Option<PartitionLimits>,
+) -> Result<TopicMeta, AdminError> {
+    let _changes = broker
+        .topic_changes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if broker.registry.get(name).is_some() {
+        return Err(AdminError::new(
+            ResponseError::TopicAlreadyExists,
+            format!("Topic '{name}' already exists."),
+        ));
+    }
+    if let Some(limits) = limits {
+        limits.check(broker.registry.partition_count(), 0, i64::from(partitions))?;
+    }
+    let id = uuid::Uuid::new_v4();
+    let (log_config, extras) = topic_config::log_config(&broker.config, &broker.registry, &configs);
+    if let Err(e) = broker
+        .partitions
+        .open_partitions(name, id, 0..partitions, &log_config, extras)
+    {
+        tracing::error!(topic = %name, error = %e, "creating topic logs failed");
+        let _ = broker.partitions.delete_topic(name);
+        return Err(AdminError::new(
+            ResponseError::KafkaStorageError,
+            e.to_string(),
+        ));
+    }
+    match broker
+        .registry
+        .create_with_id(name, id, partitions, configs)
+    {
+        Ok(meta) => {
+            tracing::info!(topic = %name, partitions, id = %krabka_ids::kafka_uuid(id), "created topic");
+            Ok(meta)
+        }
+        Err(e) => {
+            let _ = broker.partitions.delete_topic(name);
+            Err(e.into())
+        }
+    }
+}
+
 /// Validates and creates one topic (used by CreateTopics and Metadata
 /// auto-creation). `partitions` / `replication_factor` of -1 mean the
 /// broker defaults.
@@ -83,8 +229,8 @@ fn check_assignment(broker: &Broker, replicas: &[BrokerId]) -> Result<(), AdminE
 /// # Errors
 ///
 /// [`AdminError`] with Kafka's code for an invalid name, partition count,
-/// replication factor, assignment or config, an existing topic, or a
-/// storage failure.
+/// replication factor, assignment or config, an existing topic, a count
+/// over the partition budgets, or a storage failure.
 pub async fn create_topic(
     broker: &Arc<Broker>,
     name: &str,
@@ -93,6 +239,32 @@ pub async fn create_topic(
     assignments: &[(i32, Vec<BrokerId>)],
     configs: BTreeMap<String, String>,
     validate_only: bool,
+) -> Result<TopicMeta, AdminError> {
+    create_topic_within(
+        broker,
+        name,
+        partitions,
+        replication_factor,
+        assignments,
+        configs,
+        validate_only,
+        &mut 0,
+    )
+    .await
+}
+
+/// [`create_topic`] as one topic of a request that has already added
+/// `by_request` partitions (the count grows by this topic's).
+#[allow(clippy::too_many_arguments)]
+async fn create_topic_within(
+    broker: &Arc<Broker>,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    assignments: &[(i32, Vec<BrokerId>)],
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+    by_request: &mut i64,
 ) -> Result<TopicMeta, AdminError> {
     names::validate_topic_name(name)
         .map_err(|m| AdminError::new(ResponseError::InvalidTopicException, m))?;
@@ -154,6 +326,15 @@ pub async fn create_topic(
             format!("Topic '{name}' already exists."),
         ));
     }
+    // The budgets are checked before anything is created (and again under
+    // the topic-change lock, against concurrent creations).
+    let limits = PartitionLimits::from_config(&broker.config);
+    limits.check(
+        broker.registry.partition_count(),
+        *by_request,
+        i64::from(partitions),
+    )?;
+    *by_request += i64::from(partitions);
     if validate_only {
         return Ok(TopicMeta {
             name: name.to_owned(),
@@ -162,22 +343,19 @@ pub async fn create_topic(
             configs,
         });
     }
+    if let Some(node) = broker.cluster.get() {
+        let explicit = (!assignments.is_empty()).then(|| explicit_brokers(assignments));
+        return node
+            .create_topic(broker, name, partitions, explicit, configs)
+            .await;
+    }
     let broker = Arc::clone(broker);
     let name = name.to_owned();
     tokio::task::spawn_blocking(move || {
-        let meta = broker.registry.create(&name, partitions, configs)?;
-        let (log_config, extras) = topic_config::log_config(&broker.config, &broker.registry, &meta.configs);
-        if let Err(e) = broker.partitions.open_partitions(&name, meta.id, 0..partitions, &log_config, extras) {
-            tracing::error!(topic = %name, error = %e, "creating topic logs failed");
-            let _ = broker.partitions.delete_topic(&name);
-            let _ = broker.registry.delete(&name);
-            return Err(AdminError::new(ResponseError::KafkaStorageError, e.to_string()));
-        }
-        tracing::info!(topic = %name, partitions, id = %krabka_ids::kafka_uuid(meta.id), "created topic");
-        Ok(meta)
+        create_topic_now(&broker, &name, partitions, configs, Some(limits))
     })
     .await
-    .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))?
+    .map_err(task_failed)?
 }
 
 /// Handles CreateTopics.
@@ -188,6 +366,7 @@ pub async fn handle_create_topics(
 ) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
     let mut seen = BTreeMap::new();
+    let mut by_request = 0i64;
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let mut result = CreatableTopicResult::default();
@@ -216,7 +395,7 @@ pub async fn handle_create_topics(
                     .map(|v| (c.name.to_string(), v.to_string()))
             })
             .collect();
-        match create_topic(
+        match create_topic_within(
             broker,
             &name,
             topic.num_partitions,
@@ -224,6 +403,7 @@ pub async fn handle_create_topics(
             &assignments,
             configs,
             request.validate_only,
+            &mut by_request,
         )
         .await
         {
@@ -302,11 +482,34 @@ pub async fn handle_delete_topics(
                 ResponseError::UnknownTopicOrPartition,
                 "This server does not host this topic-partition.",
             )),
+            Some(meta) if names::is_state_topic(&meta.name) => {
+                result.name = Some(TopicName(StrBytes::from_string(meta.name.clone())));
+                result.topic_id = meta.id;
+                Err(AdminError::new(
+                    ResponseError::InvalidTopicException,
+                    format!(
+                        "Topic {} is an internal topic and is not allowed to be deleted.",
+                        meta.name
+                    ),
+                ))
+            }
+            Some(meta) if broker.cluster.get().is_some() => {
+                result.name = Some(TopicName(StrBytes::from_string(meta.name.clone())));
+                result.topic_id = meta.id;
+                match broker.cluster.get() {
+                    Some(node) => node.delete_topic(broker, &meta.name).await,
+                    None => Ok(()),
+                }
+            }
             Some(meta) => {
                 result.name = Some(TopicName(StrBytes::from_string(meta.name.clone())));
                 result.topic_id = meta.id;
                 let broker = Arc::clone(broker);
                 tokio::task::spawn_blocking(move || -> Result<(), AdminError> {
+                    let _changes = broker
+                        .topic_changes
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     // The remote data goes through the partition delete
                     // lifecycle, journaled first so a restart finishes it.
                     if let Some(rlm) = broker.remote.get() {
@@ -315,10 +518,16 @@ pub async fn handle_delete_topics(
                                 AdminError::new(ResponseError::KafkaStorageError, e.to_string())
                             })?;
                     }
-                    broker.registry.delete(&meta.name)?;
+                    // Deleting frees space, so it must work on a full disk:
+                    // the reserve makes room for the registry's rewrite.
+                    broker
+                        .log_dir
+                        .reserve()
+                        .run_freeing(|| broker.registry.delete(&meta.name), out_of_space)?;
                     broker.partitions.delete_topic(&meta.name).map_err(|e| {
                         AdminError::new(ResponseError::KafkaStorageError, e.to_string())
                     })?;
+                    crate::metrics::topic_deleted(&meta.name);
                     tracing::info!(topic = %meta.name, "deleted topic");
                     Ok(())
                 })
@@ -346,12 +555,20 @@ pub async fn handle_create_partitions(
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut response = CreatePartitionsResponse::default();
+    let limits = PartitionLimits::from_config(&broker.config);
+    let mut by_request = 0i64;
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let mut result = CreatePartitionsTopicResult::default();
         result.name = topic.name.clone();
         let outcome = async {
             let meta = broker.registry.get(&name).ok_or_else(|| AdminError::from(RegistryRefusal::Unknown))?;
+            if names::is_state_topic(&meta.name) {
+                return Err(AdminError::new(
+                    ResponseError::InvalidTopicException,
+                    format!("Cannot add partitions to internal topic {}: its keys are placed by partition count.", meta.name),
+                ));
+            }
             if topic.count <= meta.partitions {
                 return Err(AdminError::new(
                     ResponseError::InvalidPartitions,
@@ -366,21 +583,28 @@ pub async fn handle_create_partitions(
                     check_assignment(broker, &a.broker_ids)?;
                 }
             }
+            let adding = i64::from(topic.count) - i64::from(meta.partitions);
+            limits.check(broker.registry.partition_count(), by_request, adding)?;
+            by_request += adding;
             if request.validate_only {
                 return Ok(());
             }
+            if let Some(node) = broker.cluster.get() {
+                let explicit = topic.assignments.as_ref().map(|assignments| {
+                    assignments
+                        .iter()
+                        .filter_map(|a| a.broker_ids.first().map(|b| krabka_ids::BrokerId(b.0)))
+                        .collect()
+                });
+                return node
+                    .add_partitions(broker, &meta.name, meta.partitions, topic.count, explicit)
+                    .await;
+            }
             let broker = Arc::clone(broker);
             let count = topic.count;
-            tokio::task::spawn_blocking(move || -> Result<(), AdminError> {
-                let old = broker.registry.set_partitions(&meta.name, count)?;
-                let (log_config, extras) = topic_config::log_config(&broker.config, &broker.registry, &meta.configs);
-                broker
-                    .partitions
-                    .open_partitions(&meta.name, meta.id, old..count, &log_config, extras)
-                    .map_err(|e| AdminError::new(ResponseError::KafkaStorageError, e.to_string()))
-            })
-            .await
-            .unwrap_or_else(|e| Err(AdminError::new(ResponseError::UnknownServerError, e.to_string())))
+            tokio::task::spawn_blocking(move || add_partitions_now(&broker, &meta.name, count, limits))
+                .await
+                .unwrap_or_else(|e| Err(task_failed(e)))
         }
         .await;
         if let Err(e) = outcome {
@@ -390,6 +614,60 @@ pub async fn handle_create_partitions(
         response.results.push(result);
     }
     response
+}
+
+/// Raises a topic's partition count to `count`: the new partitions'
+/// directories first, then the registry (a crash in between leaves empty
+/// directories, removed at the next start). Blocking.
+fn add_partitions_now(
+    broker: &Broker,
+    name: &str,
+    count: i32,
+    limits: PartitionLimits,
+) -> Result<(), AdminError> {
+    let _changes = broker
+        .topic_changes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let meta = broker
+        .registry
+        .get(name)
+        .ok_or_else(|| AdminError::from(RegistryRefusal::Unknown))?;
+    if count <= meta.partitions {
+        return Err(AdminError::new(
+            ResponseError::InvalidPartitions,
+            format!(
+                "Topic currently has {} partitions, which is higher than the requested {count}.",
+                meta.partitions
+            ),
+        ));
+    }
+    limits.check(
+        broker.registry.partition_count(),
+        0,
+        i64::from(count) - i64::from(meta.partitions),
+    )?;
+    let (log_config, extras) =
+        topic_config::log_config(&broker.config, &broker.registry, &meta.configs);
+    let opened = broker.partitions.open_partitions(
+        name,
+        meta.id,
+        meta.partitions..count,
+        &log_config,
+        extras,
+    );
+    let recorded = opened
+        .map_err(|e| AdminError::new(ResponseError::KafkaStorageError, e.to_string()))
+        .and_then(|()| {
+            broker
+                .registry
+                .set_partitions(name, count)
+                .map_err(AdminError::from)
+        });
+    if recorded.is_err() {
+        let _ = broker.partitions.delete_partitions(name, meta.partitions);
+    }
+    recorded.map(|_| ())
 }
 
 /// Handles DeleteRecords: moves each partition's log start offset forward.
@@ -405,6 +683,11 @@ pub async fn handle_delete_records(
             let mut r = DeleteRecordsPartitionResult::default();
             r.partition_index = p.partition_index;
             r.low_watermark = -1;
+            if names::is_state_topic(&topic.name.0) {
+                r.error_code = ResponseError::InvalidTopicException.code();
+                t.partitions.push(r);
+                continue;
+            }
             match broker.partitions.get(&topic.name.0, p.partition_index) {
                 None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
                 Some(partition) => {
@@ -417,6 +700,7 @@ pub async fn handle_delete_records(
                         .get()
                         .filter(|_| crate::remote::RemoteLogManager::is_tiered(broker, &partition))
                         .cloned();
+                    let reserve_broker = Arc::clone(broker);
                     let outcome = tokio::task::spawn_blocking(move || {
                         if pending {
                             return Err(ResponseError::LeaderNotAvailable.code());
@@ -428,8 +712,15 @@ pub async fn handle_delete_records(
                         }
                         match rlm {
                             Some(rlm) => rlm.delete_records(&partition, target),
-                            None => log
-                                .advance_log_start_offset(target)
+                            // It frees space: on a full disk the reserve
+                            // makes room for the checkpoint.
+                            None => reserve_broker
+                                .log_dir
+                                .reserve()
+                                .run_freeing(
+                                    || log.advance_log_start_offset(target),
+                                    |e| crate::log_dir::reserve::is_out_of_space(e),
+                                )
                                 .map_err(|e| e.kafka_error_code()),
                         }
                     })
@@ -495,4 +786,61 @@ pub fn handle_describe_log_dirs(
     let mut response = DescribeLogDirsResponse::default();
     response.results = vec![result];
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn budgets_are_checked_per_request_and_per_broker() {
+        let limits = PartitionLimits {
+            per_broker: 100,
+            per_request: 10,
+        };
+        check!(limits.check(90, 0, 10).is_ok());
+        let per_request = limits.check(0, 6, 5).unwrap_err();
+        check!(per_request.code == ResponseError::PolicyViolation.code());
+        check!(
+            per_request
+                .message
+                .contains("krabka.max.partitions.per.request=10")
+        );
+        let per_broker = limits.check(95, 0, 6).unwrap_err();
+        check!(per_broker.message.contains("krabka.max.partitions=100"));
+        check!(per_broker.message.contains("it hosts 95"));
+        // No overflow on absurd counts.
+        check!(
+            limits
+                .check(i64::MAX, i64::MAX, i64::from(i32::MAX))
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_over_budget_topic_leaves_no_directory_and_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut raw = crate::config::RawSettings::default();
+        raw.set("log.dirs", &dir.path().display().to_string(), "test");
+        raw.set("log.cleaner.enable", "false", "test");
+        raw.set("krabka.max.partitions", "5", "test");
+        let broker =
+            Arc::new(Broker::open(crate::config::BrokerConfig::from_raw(&raw).unwrap()).unwrap());
+        let refused = create_topic(&broker, "big", i32::MAX, -1, &[], BTreeMap::new(), false)
+            .await
+            .unwrap_err();
+        check!(refused.code == ResponseError::PolicyViolation.code());
+        check!(broker.registry.get("big").is_none());
+        check!(!dir.path().join("big-0").exists());
+        check!(
+            create_topic(&broker, "ok", 5, -1, &[], BTreeMap::new(), false)
+                .await
+                .is_ok()
+        );
+        check!(dir.path().join("ok-4").exists());
+        let full = create_topic(&broker, "one-more", 1, -1, &[], BTreeMap::new(), false)
+            .await
+            .unwrap_err();
+        check!(full.code == ResponseError::PolicyViolation.code());
+    }
 }

@@ -1,5 +1,6 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic and
-//! broker resources, with Kafka's names, defaults, sources and validation.
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic,
+//! broker and group (KIP-848) resources, with Kafka's names, defaults,
+//! sources and validation.
 //!
 //! Topic overrides and dynamic broker settings are persisted in the
 //! registry; after a change the effective configuration is pushed into the
@@ -33,6 +34,8 @@ use {
 pub const TOPIC: i8 = 2;
 /// `ConfigResource.Type.BROKER`.
 pub const BROKER: i8 = 4;
+/// `ConfigResource.Type.GROUP` (KIP-848 group configs).
+pub const GROUP: i8 = 32;
 
 struct Refusal {
     code: i16,
@@ -217,6 +220,13 @@ pub fn handle_describe_configs(
                 }
                 configs
             }),
+            GROUP => describe_group(broker, &name).map(|entries| {
+                entries
+                    .into_iter()
+                    .filter(|(n, ..)| wanted(n))
+                    .map(|(n, r, doc)| entry(n, r, false, GROUP_KIND, doc, detail, false))
+                    .collect()
+            }),
             other => Err(refuse(
                 ResponseError::InvalidRequest,
                 format!("Unsupported resource type {other}"),
@@ -232,6 +242,117 @@ pub fn handle_describe_configs(
         response.results.push(result);
     }
     response
+}
+
+/// Every group config is an INT in Kafka.
+const GROUP_KIND: defs::ConfigKind = defs::ConfigKind::Int {
+    min: 1,
+    max: i32::MAX as i64,
+};
+
+fn group_coordinator(
+    broker: &Broker,
+) -> Result<&Arc<crate::coordinator::group::GroupCoordinator>, Refusal> {
+    broker.groups.get().ok_or_else(|| {
+        refuse(
+            ResponseError::CoordinatorNotAvailable,
+            "The group coordinator is not available.",
+        )
+    })
+}
+
+/// The group configs of `group`: its own value (GROUP_CONFIG) or the
+/// broker's (DEFAULT_CONFIG), as Kafka's ConfigHelper reports them.
+fn describe_group(
+    broker: &Broker,
+    group: &str,
+) -> Result<Vec<(&'static str, crate::topics::config::Resolved, &'static str)>, Refusal> {
+    if group.is_empty() {
+        return Err(refuse(
+            ResponseError::InvalidRequest,
+            "Group name must not be empty",
+        ));
+    }
+    let coordinator = group_coordinator(broker)?;
+    let own = coordinator.group_configs(group);
+    Ok(crate::coordinator::group::config::GROUP_SETTINGS
+        .iter()
+        .map(|&(name, doc)| {
+            let default = coordinator.config().group_default(name);
+            let mut synonyms = Vec::new();
+            if let Some(v) = own.get(name) {
+                synonyms.push((
+                    name.to_owned(),
+                    Some(v.clone()),
+                    crate::config::ConfigSource::Group,
+                ));
+            }
+            synonyms.push((
+                name.to_owned(),
+                default,
+                crate::config::ConfigSource::Default,
+            ));
+            let (value, source) = synonyms
+                .first()
+                .map(|(_, v, s)| (v.clone(), *s))
+                .unwrap_or((None, crate::config::ConfigSource::Default));
+            (
+                name,
+                crate::topics::config::Resolved {
+                    value,
+                    source,
+                    synonyms,
+                },
+                doc,
+            )
+        })
+        .collect())
+}
+
+/// Applies `changes` to a group's configs, validated against the broker's bounds.
+fn apply_group(
+    coordinator: &crate::coordinator::group::GroupCoordinator,
+    current: &BTreeMap<String, String>,
+    changes: Vec<(String, Change)>,
+    replace: bool,
+) -> Result<BTreeMap<String, String>, Refusal> {
+    let mut next = if replace {
+        BTreeMap::new()
+    } else {
+        current.clone()
+    };
+    for (name, change) in changes {
+        if !crate::coordinator::group::config::GROUP_SETTINGS
+            .iter()
+            .any(|(n, _)| *n == name)
+        {
+            return Err(refuse(
+                ResponseError::InvalidConfig,
+                format!("Unknown group config name: {name}"),
+            ));
+        }
+        match change {
+            Change::Set(v) => {
+                next.insert(name, v);
+            }
+            Change::Delete => {
+                next.remove(&name);
+            }
+            Change::Append(_) | Change::Subtract(_) => {
+                return Err(refuse(
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "Config value append/subtract is not allowed for config {name} as it is not of type LIST"
+                    ),
+                ));
+            }
+        }
+    }
+    coordinator
+        .config()
+        .validate_group_configs(&next)
+        .map_err(|m| refuse(ResponseError::InvalidConfig, m))?;
+    Ok(next)
 }
 
 /// A requested change to one setting.
@@ -261,13 +382,7 @@ fn validate_broker_setting(name: &str, value: &str) -> Result<(), Refusal> {
             format!("Invalid value {value} for configuration {name}: {m}"),
         )
     })?;
-    if name == "compression.type" && !value.eq_ignore_ascii_case("producer") {
-        return Err(refuse(
-            ResponseError::InvalidConfig,
-            "compression.type: only 'producer' is supported",
-        ));
-    }
-    Ok(())
+    defs::check_supported_value(name, value).map_err(|m| refuse(ResponseError::InvalidConfig, m))
 }
 
 fn apply(
@@ -398,6 +513,14 @@ async fn alter_resource(
                     format!("Topic {name} does not exist"),
                 )
             })?;
+            if crate::topics::names::is_state_topic(&name) {
+                // Its configs are what keeps the coordinators' state
+                // (compaction, infinite retention).
+                return Err(refuse(
+                    ResponseError::InvalidTopicException,
+                    format!("Cannot alter the configs of internal topic {name}."),
+                ));
+            }
             let next = apply(&meta.configs, changes, true, replace)?;
             crate::remote::settings::validate_topic(
                 crate::remote::settings::system_enabled(&broker.config),
@@ -410,6 +533,13 @@ async fn alter_resource(
             let tiering = tiering_change(broker, &meta.configs, &next, &name)?;
             if validate_only {
                 return Ok(());
+            }
+            if let Some(node) = broker.cluster.get() {
+                // The database first: every broker mirrors it from there.
+                node.cluster()
+                    .set_topic_configs(&name, &next)
+                    .await
+                    .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
             }
             let broker = Arc::clone(broker);
             tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
@@ -448,30 +578,44 @@ async fn alter_resource(
                 .chain(next.keys())
                 .filter(|k| current.get(*k) != next.get(*k))
                 .any(|k| defs::broker_setting(k).is_some_and(|s| s.name.starts_with("ssl.")));
-            let broker = Arc::clone(broker);
-            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
-                // A keystore or truststore change is loaded before it is
-                // stored (Kafka's SSLFactory validation), and served to new
-                // connections once it is; established ones keep theirs.
-                let prepared = if tls_changed {
+            // A keystore or truststore change is loaded before it is stored
+            // (Kafka's SSLFactory validation, also for validate-only), and
+            // served to new connections once it is; established ones keep
+            // theirs.
+            let prepared = if tls_changed {
+                let broker = Arc::clone(broker);
+                let (name, next) = (name.clone(), next.clone());
+                let prepared = tokio::task::spawn_blocking(move || {
                     let node = broker.config.node_id.to_string();
                     let (per_broker, defaults) = if name.is_empty() {
-                        (broker.registry.broker_configs(&node), next.clone())
+                        (broker.registry.broker_configs(&node), next)
                     } else {
-                        (next.clone(), broker.registry.broker_configs(""))
+                        (next, broker.registry.broker_configs(""))
                     };
-                    Some(
-                        broker
-                            .security
-                            .prepare_tls(&broker.config, &per_broker, &defaults)
-                            .map_err(|m| refuse(ResponseError::InvalidConfig, m))?,
-                    )
-                } else {
-                    None
-                };
-                if validate_only {
-                    return Ok(());
-                }
+                    broker
+                        .security
+                        .prepare_tls(&broker.config, &per_broker, &defaults)
+                        .map_err(|m| refuse(ResponseError::InvalidConfig, m))
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    Err(refuse(ResponseError::UnknownServerError, e.to_string()))
+                })?;
+                Some(prepared)
+            } else {
+                None
+            };
+            if validate_only {
+                return Ok(());
+            }
+            if let Some(node) = broker.cluster.get() {
+                node.cluster()
+                    .set_broker_configs(&name, &next)
+                    .await
+                    .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
+            }
+            let broker = Arc::clone(broker);
+            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
                 broker
                     .registry
                     .set_broker_configs(&name, next)
@@ -482,6 +626,36 @@ async fn alter_resource(
                 for topic in broker.registry.topics() {
                     broker.refresh_topic_config(&topic);
                 }
+                Ok(())
+            })
+            .await
+            .unwrap_or_else(|e| Err(refuse(ResponseError::UnknownServerError, e.to_string())))
+        }
+        GROUP => {
+            if name.is_empty() {
+                return Err(refuse(
+                    ResponseError::InvalidRequest,
+                    "Group name must not be empty",
+                ));
+            }
+            let coordinator = Arc::clone(group_coordinator(broker)?);
+            let next = apply_group(
+                &coordinator,
+                &coordinator.group_configs(&name),
+                changes,
+                replace,
+            )?;
+            if validate_only {
+                return Ok(());
+            }
+            let broker = Arc::clone(broker);
+            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+                broker
+                    .registry
+                    .set_group_configs(&name, next.clone())
+                    .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
+                tracing::info!(group = %name, configs = ?next, "group configs changed");
+                coordinator.set_group_configs(&name, next);
                 Ok(())
             })
             .await

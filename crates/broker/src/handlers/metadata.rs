@@ -27,6 +27,12 @@ const TOPIC_OPERATIONS: &[i32] = &[3, 4, 5, 6, 7, 8, 10, 11];
 /// Cluster operations (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE).
 const CLUSTER_OPERATIONS: &[i32] = &[5, 7, 8, 9, 10, 11, 12];
 
+/// The `topic_authorized_operations` bits of every topic (no authorizer).
+#[must_use]
+pub fn topic_operations() -> i32 {
+    bits(TOPIC_OPERATIONS)
+}
+
 fn bits(ops: &[i32]) -> i32 {
     ops.iter().fold(0, |acc, op| acc | (1 << op))
 }
@@ -50,9 +56,34 @@ fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataRe
             p.leader_epoch = LEADER_EPOCH.0;
             p.replica_nodes = vec![node];
             p.isr_nodes = vec![node];
-            if broker.partitions.get(&topic.name, index).is_none() {
+            let cluster = broker
+                .cluster
+                .get()
+                .filter(|_| !crate::topics::names::is_internal(&topic.name));
+            if let Some(owner) = cluster.and_then(|c| c.assigned(&topic.name, index)) {
+                // Cluster mode: the partition's one broker, while it is live.
+                let owner_id = BrokerId(owner.0);
+                p.replica_nodes = vec![owner_id];
+                p.isr_nodes = vec![owner_id];
+                p.leader_id = owner_id;
+                if !cluster.is_some_and(|c| c.is_live(owner)) {
+                    p.error_code = ResponseError::LeaderNotAvailable.code();
+                    p.leader_id = BrokerId(-1);
+                    p.isr_nodes = Vec::new();
+                }
+            } else if broker.partitions.get(&topic.name, index).is_none() {
                 p.error_code = ResponseError::LeaderNotAvailable.code();
                 p.leader_id = BrokerId(-1);
+                if broker
+                    .partitions
+                    .offline_reason(&topic.name, index)
+                    .is_some()
+                {
+                    // Its only replica's log could not be opened (Kafka's
+                    // replica on a failed log directory).
+                    p.isr_nodes = Vec::new();
+                    p.offline_replicas = vec![node];
+                }
             }
             p
         })
@@ -69,21 +100,53 @@ fn error_entry(name: Option<String>, id: uuid::Uuid, code: i16) -> MetadataRespo
     entry
 }
 
+/// The brokers clients are told about, as (id, host, port, rack): this node
+/// alone, or in cluster mode every live broker.
+fn brokers(broker: &Broker) -> Vec<(i32, String, i32, Option<String>)> {
+    if let Some(node) = broker.cluster.get() {
+        return node
+            .live_brokers()
+            .into_iter()
+            .filter_map(|b| {
+                let (host, port) = crate::cluster::listener_address(&b.listeners)?;
+                Some((b.node.0, host, port, b.rack))
+            })
+            .collect();
+    }
+    let (host, port) = broker.advertised();
+    vec![(broker.config.node_id, host, port, None)]
+}
+
+/// The controller id: this node, or in cluster mode the controller lease's
+/// holder.
+fn controller(broker: &Broker) -> i32 {
+    broker
+        .cluster
+        .get()
+        .and_then(|node| node.controller())
+        .map_or(broker.config.node_id, |id| id.0)
+}
+
 /// Handles Metadata.
 pub async fn handle_metadata(
     broker: &Arc<Broker>,
     version: i16,
     request: MetadataRequest,
 ) -> MetadataResponse {
-    let (host, port) = broker.advertised();
     let mut response = MetadataResponse::default();
-    let mut node = MetadataResponseBroker::default();
-    node.node_id = BrokerId(broker.config.node_id);
-    node.host = StrBytes::from_string(host);
-    node.port = port;
-    response.brokers = vec![node];
-    response.cluster_id = Some(StrBytes::from_string(broker.registry.cluster_id()));
-    response.controller_id = BrokerId(broker.config.node_id);
+    response.brokers = brokers(broker)
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            let mut node = MetadataResponseBroker::default();
+            node.node_id = BrokerId(id);
+            node.host = StrBytes::from_string(host);
+            node.port = port;
+            node.rack = rack.map(StrBytes::from_string);
+            node
+        })
+        .collect();
+    response.cluster_id = Some(StrBytes::from_string(broker.cluster_id()));
+    response.controller_id = BrokerId(controller(broker));
     response.cluster_authorized_operations = if request.include_cluster_authorized_operations {
         bits(CLUSTER_OPERATIONS)
     } else {
@@ -173,16 +236,21 @@ pub fn handle_describe_cluster(
     broker: &Broker,
     request: &DescribeClusterRequest,
 ) -> DescribeClusterResponse {
-    let (host, port) = broker.advertised();
     let mut response = DescribeClusterResponse::default();
-    response.cluster_id = StrBytes::from_string(broker.registry.cluster_id());
-    response.controller_id = BrokerId(broker.config.node_id);
+    response.cluster_id = StrBytes::from_string(broker.cluster_id());
+    response.controller_id = BrokerId(controller(broker));
     response.endpoint_type = request.endpoint_type;
-    let mut node = DescribeClusterBroker::default();
-    node.broker_id = BrokerId(broker.config.node_id);
-    node.host = StrBytes::from_string(host);
-    node.port = port;
-    response.brokers = vec![node];
+    response.brokers = brokers(broker)
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            let mut node = DescribeClusterBroker::default();
+            node.broker_id = BrokerId(id);
+            node.host = StrBytes::from_string(host);
+            node.port = port;
+            node.rack = rack.map(StrBytes::from_string);
+            node
+        })
+        .collect();
     response.cluster_authorized_operations = if request.include_cluster_authorized_operations {
         bits(CLUSTER_OPERATIONS)
     } else {

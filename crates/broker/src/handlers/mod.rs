@@ -4,10 +4,12 @@
 pub mod admin;
 pub mod configs;
 pub mod disk;
+pub mod elect;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer;
+pub mod topic_partitions;
 
 use {
     crate::{
@@ -35,25 +37,11 @@ pub enum Reply {
 
 /// Whether a request changes state and so must be handled before the next
 /// request of the same connection is read (keeps a producer's pipelined
-/// batches in order). Everything else may run concurrently.
+/// batches in order). Everything else may run concurrently. The API table
+/// ([`api_versions::APIS`]) says which is which.
 #[must_use]
-pub fn must_run_in_order(request: &Request) -> bool {
-    !matches!(
-        request,
-        Request::Fetch(_)
-            | Request::Metadata(_)
-            | Request::ApiVersions(_)
-            | Request::ApiVersionsUnsupported
-            | Request::ListOffsets(_)
-            | Request::DescribeConfigs(_)
-            | Request::DescribeCluster(_)
-            | Request::DescribeLogDirs(_)
-            | Request::OffsetForLeaderEpoch(_)
-            | Request::Security(
-                crate::security::admin::SecurityRequest::DescribeAcls(_)
-                    | crate::security::admin::SecurityRequest::DescribeUserScramCredentials(_)
-            )
-    )
+pub fn must_run_in_order(request: &DecodedRequest) -> bool {
+    api_versions::must_run_in_order(request.api_key)
 }
 
 /// What [`queue_produce`] made of a request.
@@ -85,7 +73,10 @@ pub fn queue_produce(
     let acks = r.acks;
     let (queued, answered) = match checked {
         Ok(fixup) => (
-            Some((produce::queue_produce(broker, version, r), fixup)),
+            Some((
+                produce::queue_produce(broker, version, client_id(&request.header), r),
+                fixup,
+            )),
             None,
         ),
         Err(reply) => (None, Some(reply)),
@@ -99,6 +90,11 @@ pub fn queue_produce(
             (None, None) => Reply::Close("produce neither queued nor answered".into()),
         }
     })
+}
+
+/// The request's `client.id` ("" when absent).
+fn client_id(header: &kafka_protocol::messages::RequestHeader) -> &str {
+    header.client_id.as_ref().map_or("", |c| c.as_str())
 }
 
 fn produce_reply(
@@ -159,18 +155,12 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
         ),
         Request::Produce(r) => {
             let acks = r.acks;
-            let queued = produce::queue_produce(broker, version, r);
+            let queued = produce::queue_produce(broker, version, client_id(&header), r);
             return produce_reply(version, correlation_id, acks, fixup, queued.answer().await);
         }
         Request::Fetch(r) => {
             let response = fixup.fill(fetch::handle_fetch(broker, version, r).await);
-            let out: usize = response
-                .responses
-                .iter()
-                .flat_map(|t| t.partitions.iter())
-                .map(|p| p.records.as_ref().map_or(0, Bytes::len))
-                .sum();
-            crate::metrics::bytes_out(out);
+            crate::metrics::fetch_answered(broker, &response);
             encode_response(api_key, version, correlation_id, &response)
         }
         Request::ListOffsets(r) => encode_response(
@@ -221,6 +211,14 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
             correlation_id,
             &fixup.fill(metadata::handle_describe_cluster(broker, &r)),
         ),
+        Request::DescribeTopicPartitions(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &fixup.fill(topic_partitions::handle_describe_topic_partitions(
+                broker, &r,
+            )),
+        ),
         Request::DescribeConfigs(r) => encode_response(
             api_key,
             version,
@@ -232,6 +230,12 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
             version,
             correlation_id,
             &fixup.fill(configs::handle_alter_configs(broker, r).await),
+        ),
+        Request::ElectLeaders(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &fixup.fill(elect::handle_elect_leaders(broker, version, &r)),
         ),
         Request::IncrementalAlterConfigs(r) => encode_response(
             api_key,

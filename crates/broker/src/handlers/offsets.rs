@@ -53,7 +53,9 @@ pub async fn handle_list_offsets(
             r.offset = -1;
             r.leader_epoch = -1;
             let Some(partition) = broker.partitions.get(&topic.name.0, p.partition_index) else {
-                r.error_code = ResponseError::UnknownTopicOrPartition.code();
+                r.error_code = broker
+                    .missing_partition(&topic.name.0, p.partition_index)
+                    .code();
                 t.partitions.push(r);
                 continue;
             };
@@ -195,7 +197,7 @@ pub fn handle_offset_for_leader_epoch(
             r.leader_epoch = -1;
             r.end_offset = -1;
             match broker.partitions.get(&topic.topic.0, p.partition) {
-                None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                None => r.error_code = broker.missing_partition(&topic.topic.0, p.partition).code(),
                 Some(_) if p.current_leader_epoch > LEADER_EPOCH.0 => {
                     r.error_code = ResponseError::UnknownLeaderEpoch.code();
                 }

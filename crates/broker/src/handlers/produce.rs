@@ -14,7 +14,9 @@ use {
         error::ResponseError,
         messages::{
             ProduceRequest, ProduceResponse, TopicName,
-            produce_response::{PartitionProduceResponse, TopicProduceResponse},
+            produce_response::{
+                BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+            },
         },
         protocol::StrBytes,
     },
@@ -60,10 +62,16 @@ impl std::fmt::Debug for QueuedProduce {
     }
 }
 
-/// Checks a Produce request and queues its batches at their partitions'
-/// logs (see [`crate::partition::Partition::queue_append`]); what cannot be
-/// appended is answered at once. Must be called within a tokio runtime.
-pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> QueuedProduce {
+/// Checks a Produce request from client `client_id` and queues its batches
+/// at their partitions' logs (see
+/// [`crate::partition::Partition::queue_append`]); what cannot be appended
+/// is answered at once. Must be called within a tokio runtime.
+pub fn queue_produce(
+    broker: &Arc<Broker>,
+    version: i16,
+    client_id: &str,
+    request: ProduceRequest,
+) -> QueuedProduce {
     let by_id = version >= 13;
     let transactional = request
         .transactional_id
@@ -97,7 +105,12 @@ pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest
             let refuse = |code: ResponseError, message: String| {
                 partition_error(data.index, code.code(), Some(message))
             };
-            let answer = if !valid_acks {
+            let internal = meta
+                .as_ref()
+                .and_then(|m| crate::topics::names::produce_refusal(&m.name, client_id));
+            let answer = if let Some(message) = internal {
+                refuse(ResponseError::InvalidTopicException, message)
+            } else if !valid_acks {
                 refuse(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, got {}", request.acks),
@@ -135,6 +148,14 @@ pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest
                         ResponseError::CorruptMessage,
                         "produce request carries no record batch".into(),
                     )
+                } else if version < 7 && has_zstd_batch(&records) {
+                    // Kafka's ProduceRequest.validateRecords: zstd needs v7 (KIP-110).
+                    refuse(
+                        ResponseError::UnsupportedCompressionType,
+                        format!(
+                            "Produce requests with version {version} are not allowed to use ZStandard compression"
+                        ),
+                    )
                 } else if request.acks == -1 && partition.extras().min_insync_replicas > 1 {
                     refuse(
                         ResponseError::NotEnoughReplicas,
@@ -158,9 +179,17 @@ pub fn queue_produce(broker: &Arc<Broker>, version: i16, request: ProduceRequest
                     ResponseError::UnknownTopicId,
                     "This server does not host this topic ID.".into(),
                 )
+            } else if let Some(reason) = meta
+                .as_ref()
+                .and_then(|m| broker.partitions.offline_reason(&m.name, data.index))
+            {
+                refuse(ResponseError::KafkaStorageError, reason)
             } else {
                 refuse(
-                    ResponseError::UnknownTopicOrPartition,
+                    meta.as_ref()
+                        .map_or(ResponseError::UnknownTopicOrPartition, |m| {
+                            broker.missing_partition(&m.name, data.index)
+                        }),
                     "This server does not host this topic-partition.".into(),
                 )
             };
@@ -241,6 +270,7 @@ fn answer_append(
         Ok(Ok(info)) => {
             broker.partitions.notify_append();
             metrics::bytes_in(&partition.topic, size);
+            metrics::messages_in(&partition.topic, info.record_count);
             let mut r = PartitionProduceResponse::default();
             r.index = index;
             r.base_offset = info.first_offset;
@@ -250,7 +280,20 @@ fn answer_append(
         }
         Ok(Err(e)) => {
             tracing::debug!(partition = ?partition, error = %e, "append refused");
-            partition_error(index, e.kafka_error_code(), Some(e.to_string()))
+            let mut r = partition_error(index, e.kafka_error_code(), Some(e.to_string()));
+            if let krabka_log::LogError::RecordErrors { records, .. } = e {
+                // KIP-467: the client fails exactly these records.
+                r.record_errors = records
+                    .into_iter()
+                    .map(|e| {
+                        let mut b = BatchIndexAndErrorMessage::default();
+                        b.batch_index = e.batch_index;
+                        b.batch_index_error_message = Some(StrBytes::from_string(e.message));
+                        b
+                    })
+                    .collect();
+            }
+            r
         }
         Err(e) => partition_error(
             index,
@@ -258,4 +301,11 @@ fn answer_append(
             Some(e.to_string()),
         ),
     }
+}
+
+/// Whether any batch of a partition's records is zstd-compressed (headers
+/// only; the log checks the framing properly).
+fn has_zstd_batch(records: &[u8]) -> bool {
+    krabka_log::batch::BatchScan::new(records, false)
+        .any(|(_, h)| h.compression() == Some(kafka_protocol::records::Compression::Zstd))
 }

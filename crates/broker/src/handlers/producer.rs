@@ -50,7 +50,7 @@ pub async fn handle_init_producer_id(
         return response;
     }
     let broker = Arc::clone(broker);
-    match tokio::task::spawn_blocking(move || broker.registry.allocate_producer_id()).await {
+    match tokio::task::spawn_blocking(move || broker.allocate_producer_id()).await {
         Ok(Ok(id)) => {
             response.producer_id = ProducerId(id);
             response.producer_epoch = 0;

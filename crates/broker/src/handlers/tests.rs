@@ -5,7 +5,7 @@
 use {
     super::{Reply, handle},
     crate::{
-        api_versions::SUPPORTED,
+        api_versions::APIS,
         broker::Broker,
         config::{BrokerConfig, RawSettings},
         network::codec::{DecodedRequest, Request},
@@ -101,7 +101,10 @@ async fn every_api_at_every_version_answers() {
     check!(created.topics[0].error_code == 0);
     let topic_id = broker.registry.get("t").unwrap().id;
 
-    for &(api, min, max) in SUPPORTED {
+    for &crate::api_versions::Api {
+        key: api, min, max, ..
+    } in APIS
+    {
         for version in min..=max {
             match api {
                 ApiKey::Produce => {
@@ -188,7 +191,7 @@ async fn every_api_at_every_version_answers() {
                         Request::ApiVersions(ApiVersionsRequest::default()),
                     )
                     .await;
-                    check!(resp.api_keys.len() == SUPPORTED.len());
+                    check!(resp.api_keys.len() == APIS.len());
                 }
                 ApiKey::InitProducerId => {
                     let mut r = InitProducerIdRequest::default();
@@ -264,6 +267,30 @@ async fn every_api_at_every_version_answers() {
                     )
                     .await;
                     check!(resp.brokers.len() == 1);
+                }
+                ApiKey::ElectLeaders => {
+                    let mut r = ElectLeadersRequest::default();
+                    let mut t = elect_leaders_request::TopicPartitions::default();
+                    t.topic = name("t");
+                    t.partitions = vec![1, 7];
+                    r.topic_partitions = Some(vec![t]);
+                    let resp: ElectLeadersResponse =
+                        call(&broker, api, version, Request::ElectLeaders(r)).await;
+                    let codes: Vec<i16> = resp.replica_election_results[0]
+                        .partition_result
+                        .iter()
+                        .map(|p| p.error_code)
+                        .collect();
+                    // ELECTION_NOT_NEEDED for the partition, UNKNOWN_TOPIC_OR_PARTITION past the last.
+                    check!(codes == vec![84, 3], "v{version}");
+                    let all: ElectLeadersResponse = call(
+                        &broker,
+                        api,
+                        version,
+                        Request::ElectLeaders(ElectLeadersRequest::default()),
+                    )
+                    .await;
+                    check!(all.replica_election_results.is_empty(), "v{version}");
                 }
                 ApiKey::CreateTopics => {
                     let mut r = CreateTopicsRequest::default();

@@ -17,18 +17,31 @@
 //! or one that does not decode closes that connection with a logged reason;
 //! other connections are not affected.
 //!
-//! Each listener has its own accept loop. On an SSL or SASL_SSL listener
-//! the TLS handshake runs first (a failed one closes only that
-//! connection); every frame then passes the connection's
+//! What a client can make the broker hold is bounded: connections at accept
+//! ([`limits::ConnectionLimits`]), request bytes across all connections
+//! ([`limits::RequestBudget`]), and the time a connection may sit idle or a
+//! request may take to arrive ([`frame`]); running out of file descriptors
+//! only delays accepting ([`fd`]). The per-connection code is generic over
+//! the stream, so a TLS stream serves as well as a TCP one.
+//!
+//! Each listener has its own accept loop; they share the limits and the
+//! budget. On an SSL or SASL_SSL listener the TLS handshake runs first,
+//! within a deadline (a failed one closes only that connection); every
+//! request then passes the connection's
 //! [`Authenticator`](crate::security::session::Authenticator), which
 //! answers the SASL exchange itself and hands the other requests on with
 //! the session's principal.
 
 pub mod codec;
+pub mod fd;
+pub mod frame;
+pub mod limits;
+pub mod read_ahead;
 
 use {
     crate::{
         broker::Broker,
+        config::BrokerConfig,
         handlers::{self, Reply},
         metrics,
         security::{
@@ -37,18 +50,21 @@ use {
             session::{Authenticator, Outcome},
         },
     },
-    bytes::{Bytes, BytesMut},
-    std::{net::SocketAddr, sync::Arc, time::Duration, time::Instant},
+    frame::{Activity, FrameRules, ReadEnd},
+    futures_util::FutureExt,
+    limits::{ConnectionLimits, RequestBudget},
+    std::{
+        net::SocketAddr,
+        sync::Arc,
+        time::{Duration, Instant},
+    },
     tokio::{
-        io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter},
+        io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter},
         net::{TcpListener, TcpStream},
         sync::{Semaphore, mpsc, oneshot, watch},
         task::JoinSet,
     },
 };
-
-/// Longest a client may take to complete its TLS handshake.
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Most requests of one connection waiting for their answer at once.
 const MAX_IN_FLIGHT: usize = 100;
@@ -59,187 +75,316 @@ const MAX_IN_FLIGHT: usize = 100;
 /// request larger than this is read only once the ones before it are done).
 const PRODUCE_READ_AHEAD_BYTES: u32 = 4 << 20;
 
+/// Longest a client may take to complete its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest the accept loop backs off after a failed accept.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The broker-wide network state every connection shares.
+#[derive(Debug)]
+pub struct Network {
+    limits: Arc<ConnectionLimits>,
+    budget: RequestBudget,
+    rules: FrameRules,
+}
+
+impl Network {
+    /// The limits, budget and timers of `config`.
+    ///
+    /// # Errors
+    ///
+    /// A host name in `max.connections.per.ip.overrides` that does not
+    /// resolve.
+    pub async fn new(config: &BrokerConfig) -> Result<Self, String> {
+        let settings = &config.connections;
+        Ok(Self {
+            limits: Arc::new(ConnectionLimits::resolve(settings).await?),
+            budget: RequestBudget::new(settings.queued_max_request_bytes),
+            rules: FrameRules::new(config.socket_request_max_bytes, settings),
+        })
+    }
+
+    /// Connections open now.
+    #[must_use]
+    pub fn open_connections(&self) -> usize {
+        self.limits.open()
+    }
+
+    /// Request bytes held now, read but not yet answered.
+    #[must_use]
+    pub fn queued_request_bytes(&self) -> usize {
+        self.budget.in_use()
+    }
+}
+
+/// Logs refused connections at most once a second, with how many were
+/// refused meanwhile (a flood of refusals must not flood the log).
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    fn refused(&mut self, peer: Option<SocketAddr>, reason: &str) {
+        self.unlogged += 1;
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        let peer = peer.map_or_else(|| "?".to_owned(), |p| p.to_string());
+        tracing::warn!(%peer, %reason, refused = self.unlogged, "refusing connection at accept");
+        self.last = Some(Instant::now());
+        self.unlogged = 0;
+    }
+}
+
+/// Gives memory back to the OS once many connections have closed: the
+/// allocator keeps what they freed for reuse, so after a flood of
+/// connections the broker's resident memory would stay at its peak.
+#[derive(Debug, Default)]
+struct Trim {
+    peak: usize,
+}
+
+impl Trim {
+    /// Connections that must have closed, and half of the peak, before the
+    /// allocator is asked to trim.
+    const AFTER: usize = 256;
+
+    fn opened(&mut self, open: usize) {
+        self.peak = self.peak.max(open);
+    }
+
+    fn closed(&mut self, open: usize) {
+        if self.peak >= open + Self::AFTER && open <= self.peak / 2 {
+            self.peak = open;
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_trim only releases free memory of the allocator.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+    }
+}
+
 /// Accepts connections on one listener until `shutdown` becomes true, then
 /// waits for every connection to answer what it has read.
 pub async fn serve(
     broker: Arc<Broker>,
+    network: Arc<Network>,
     listener: TcpListener,
     endpoint: Arc<Endpoint>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
+    let mut reserve = fd::Reserve::new();
+    let mut refusals = RefusalLog::default();
+    let mut backoff = Duration::ZERO;
+    let mut trim = Trim::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    backoff = Duration::ZERO;
+                    reserve.restore();
+                    let slot = match network.limits.admit(peer.ip()) {
+                        Ok(slot) => slot,
+                        Err(refused) => {
+                            metrics::connection_refused(match refused {
+                                limits::Refused::Total { .. } => "max.connections",
+                                limits::Refused::PerIp { setting, .. } => setting,
+                            });
+                            refusals.refused(Some(peer), &refused.to_string());
+                            drop(stream);
+                            continue;
+                        }
+                    };
+                    metrics::connections_open(network.limits.open());
+                    trim.opened(network.limits.open());
                     let _ = stream.set_nodelay(true);
                     let broker = Arc::clone(&broker);
-                    let shutdown = shutdown.clone();
+                    let network = Arc::clone(&network);
                     let endpoint = Arc::clone(&endpoint);
+                    let shutdown = shutdown.clone();
                     connections.spawn(async move {
-                        tracing::debug!(%peer, "connection opened");
-                        connection(broker, stream, peer, endpoint, shutdown).await;
+                        tracing::debug!(%peer, listener = %endpoint.spec.name, "connection opened");
+                        secure(broker, &network, stream, peer, endpoint, shutdown).await;
+                        drop(slot);
+                        metrics::connections_open(network.limits.open());
                         tracing::debug!(%peer, "connection closed");
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    if fd::is_exhaustion(&e) {
+                        // Take the waiting client with the spare descriptor
+                        // and close it: a refusal, not a hang, and the
+                        // listener stops signalling it.
+                        reserve.release();
+                        if let Some(Ok((stream, peer))) = listener.accept().now_or_never() {
+                            drop(stream);
+                            metrics::connection_refused("file descriptors");
+                            refusals.refused(Some(peer), &format!("out of file descriptors ({e})"));
+                        } else {
+                            refusals.refused(None, &format!("accept failed: {e}"));
+                        }
+                        reserve.restore();
+                    } else {
+                        tracing::warn!(error = %e, "accept failed");
+                    }
+                    backoff = (backoff * 2).clamp(Duration::from_millis(10), MAX_ACCEPT_BACKOFF);
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.changed() => break,
+                    }
                 }
             },
             _ = shutdown.changed() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(_) = connections.join_next(), if !connections.is_empty() => {
+                trim.closed(network.limits.open());
+            }
         }
     }
     drop(listener);
     while connections.join_next().await.is_some() {}
 }
 
-/// Why reading a frame stopped.
-enum ReadEnd {
-    /// The peer closed the connection between frames.
-    Eof,
-    /// The connection must be closed for this reason.
-    Close(String),
-}
-
-async fn read_frame<R: AsyncRead + Unpin>(
-    reader: &mut BufReader<R>,
-    max: usize,
-) -> Result<Bytes, ReadEnd> {
-    let mut size = [0u8; 4];
-    match reader.read_exact(&mut size).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(ReadEnd::Eof),
-        Err(e) => return Err(ReadEnd::Close(format!("read failed: {e}"))),
-    }
-    let size = i32::from_be_bytes(size);
-    let Ok(size) = usize::try_from(size) else {
-        return Err(ReadEnd::Close(format!("negative frame size {size}")));
-    };
-    if size > max {
-        return Err(ReadEnd::Close(format!(
-            "request of {size} bytes exceeds socket.request.max.bytes ({max})"
-        )));
-    }
-    // Grow the buffer as bytes arrive rather than trusting the size prefix
-    // with one large allocation.
-    let mut buf = BytesMut::with_capacity(size.min(1 << 20));
-    while buf.len() < size {
-        if buf.capacity() == buf.len() {
-            buf.reserve((size - buf.len()).min(1 << 20));
-        }
-        let want = size - buf.len();
-        let mut limited = (&mut *reader).take(u64::try_from(want).unwrap_or(u64::MAX));
-        match limited.read_buf(&mut buf).await {
-            Ok(0) => {
-                return Err(ReadEnd::Close(format!(
-                    "truncated frame: connection closed after {} of {size} bytes",
-                    buf.len()
-                )));
-            }
-            Ok(_) => {}
-            Err(e) => return Err(ReadEnd::Close(format!("read failed: {e}"))),
-        }
-    }
-    Ok(buf.freeze())
-}
-
-/// Runs one connection: the TLS handshake on a TLS listener, then the
-/// request loop.
-async fn connection(
+/// Runs the TLS handshake on a TLS listener (within a deadline, and until
+/// shutdown), then serves the connection.
+async fn secure(
     broker: Arc<Broker>,
+    network: &Network,
     stream: TcpStream,
     peer: SocketAddr,
     endpoint: Arc<Endpoint>,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
 ) {
     let Some(tls) = &endpoint.tls else {
         let auth = Authenticator::new(Arc::clone(&endpoint), peer, KafkaPrincipal::anonymous());
-        let (reader, writer) = stream.into_split();
-        return requests(broker, reader, writer, peer, auth, shutdown).await;
+        return connection(broker, network, stream, peer, auth, shutdown).await;
     };
-    let accepted = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await;
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream));
+    let accepted = tokio::select! {
+        accepted = handshake => accepted,
+        _ = shutdown.changed() => return,
+    };
+    let listener = &endpoint.spec.name;
     let stream = match accepted {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
-            tracing::warn!(%peer, listener = %endpoint.spec.name, error = %e, "closing connection: TLS handshake failed");
+            metrics::tls_handshake_failed(listener);
+            tracing::warn!(%peer, %listener, error = %e, "closing connection: TLS handshake failed");
             return;
         }
         Err(_) => {
-            tracing::warn!(%peer, listener = %endpoint.spec.name, "closing connection: TLS handshake timed out");
+            metrics::tls_handshake_failed(listener);
+            tracing::warn!(%peer, %listener, "closing connection: TLS handshake timed out");
             return;
         }
     };
     let principal = match tls.principal(stream.get_ref().1.peer_certificates()) {
         Ok(principal) => principal,
         Err(reason) => {
-            tracing::warn!(%peer, %reason, "closing connection: no principal for the client certificate");
+            tracing::warn!(%peer, %listener, %reason, "closing connection: no principal for the client certificate");
             return;
         }
     };
     let auth = Authenticator::new(Arc::clone(&endpoint), peer, principal);
-    let (reader, writer) = tokio::io::split(stream);
-    requests(broker, reader, writer, peer, auth, shutdown).await;
+    connection(broker, network, stream, peer, auth, shutdown).await;
 }
 
-/// The request loop of one connection, over any byte stream.
-async fn requests<R, W>(
+/// Serves one connection until the peer closes it, a request closes it, or
+/// `shutdown` becomes true.
+async fn connection<S>(
     broker: Arc<Broker>,
-    reader: R,
-    writer: W,
+    network: &Network,
+    stream: S,
     peer: SocketAddr,
     mut auth: Authenticator,
     mut shutdown: watch::Receiver<bool>,
 ) where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    // Pipelined small requests arrive together: one read takes several.
-    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let (reader, writer) = tokio::io::split(stream);
+    // Pipelined small requests arrive together: one read takes several (a
+    // buffer that exists only while bytes wait in it: idle connections
+    // hold none).
+    let mut reader = read_ahead::ReadAhead::new(reader, 64 * 1024);
+    let activity = Arc::new(Activity::new());
     let (slots, mut queue) = mpsc::channel::<oneshot::Receiver<Reply>>(MAX_IN_FLIGHT);
     // Dropped when the writer stops, so the reader stops too.
     let (writer_alive, mut writer_gone) = oneshot::channel::<()>();
+    let answered = Arc::clone(&activity);
     let writer_task = tokio::spawn(async move {
         let _alive = writer_alive;
-        let mut writer = BufWriter::with_capacity(64 * 1024, writer);
-        while let Some(slot) = queue.recv().await {
-            match slot.await {
-                Ok(Reply::Frame(frame)) => {
-                    if let Err(e) = writer.write_all(&frame).await {
-                        tracing::debug!(%peer, error = %e, "write failed");
+        let mut writer = writer;
+        while let Some(mut slot) = queue.recv().await {
+            // Answers that are ready together go out in one write; the
+            // buffer lives only for that burst, so an idle connection holds
+            // none.
+            let mut out = BufWriter::with_capacity(64 * 1024, &mut writer);
+            loop {
+                // What is written goes out before waiting for an answer
+                // that is not ready (a long poll must not hold it back).
+                let reply = match slot.try_recv() {
+                    Err(oneshot::error::TryRecvError::Empty) => {
+                        if out.flush().await.is_err() {
+                            return;
+                        }
+                        slot.await
+                    }
+                    Ok(reply) => Ok(reply),
+                    Err(oneshot::error::TryRecvError::Closed) => return,
+                };
+                answered.request_answered();
+                match reply {
+                    Ok(Reply::Frame(frame)) => {
+                        if let Err(e) = out.write_all(&frame).await {
+                            tracing::debug!(%peer, error = %e, "write failed");
+                            return;
+                        }
+                    }
+                    Ok(Reply::Nothing) => {}
+                    Ok(Reply::Close(reason)) => {
+                        tracing::warn!(%peer, %reason, "closing connection");
+                        let _ = out.flush().await;
                         return;
                     }
+                    Err(_) => return,
                 }
-                Ok(Reply::Nothing) => {}
-                Ok(Reply::Close(reason)) => {
-                    tracing::warn!(%peer, %reason, "closing connection");
-                    let _ = writer.flush().await;
-                    return;
+                match queue.try_recv() {
+                    Ok(next) => slot = next,
+                    Err(_) => break,
                 }
-                Err(_) => return,
             }
-            if queue.is_empty() && writer.flush().await.is_err() {
+            if out.flush().await.is_err() {
                 return;
             }
         }
-        let _ = writer.flush().await;
     });
-    let max = broker.config.socket_request_max_bytes;
     let mut produces = JoinSet::new();
     let read_ahead = Arc::new(Semaphore::new(PRODUCE_READ_AHEAD_BYTES as usize));
     loop {
         if *shutdown.borrow() {
             break;
         }
+        reader.release_if_drained();
         let frame = tokio::select! {
-            frame = read_frame(&mut reader, max) => frame,
+            frame = frame::next_frame(&mut reader, &network.rules, &network.budget, &activity) => frame,
             _ = shutdown.changed() => break,
             _ = &mut writer_gone => break,
         };
-        let frame = match frame {
+        let frame::Frame { bytes: frame, hold } = match frame {
             Ok(frame) => frame,
             Err(ReadEnd::Eof) => break,
+            Err(ReadEnd::Idle(after)) => {
+                // As Kafka: routine, so not a warning.
+                tracing::debug!(%peer, idle_ms = after.as_millis(), "closing idle connection (connections.max.idle.ms)");
+                break;
+            }
             Err(ReadEnd::Close(reason)) => {
                 tracing::warn!(%peer, %reason, "closing connection");
                 break;
@@ -249,7 +394,8 @@ async fn requests<R, W>(
             // After SaslHandshake v0 the SASL tokens come unframed by Kafka
             // headers; they are answered in order like requests.
             let replies = auth.raw_token(&broker, &frame).await;
-            if !send_replies(&slots, replies).await {
+            drop(hold);
+            if !send_replies(&slots, &activity, replies).await {
                 break;
             }
             continue;
@@ -274,7 +420,8 @@ async fn requests<R, W>(
         let request = match auth.request(&broker, request).await {
             Outcome::Handle(request) => *request,
             Outcome::Reply(replies) => {
-                if !send_replies(&slots, replies).await {
+                drop(hold);
+                if !send_replies(&slots, &activity, replies).await {
                     break;
                 }
                 continue;
@@ -284,6 +431,7 @@ async fn requests<R, W>(
         if slots.send(slot).await.is_err() {
             break;
         }
+        activity.request_read();
         let api = request.api_key;
         // A produce takes its place in its partitions' queues now and is
         // answered whenever its appends are done; the next request is read
@@ -304,6 +452,7 @@ async fn requests<R, W>(
                 produces.spawn(async move {
                     let reply = answer.await;
                     drop(permit);
+                    drop(hold);
                     metrics::request_done(
                         api,
                         received.elapsed(),
@@ -322,10 +471,11 @@ async fn requests<R, W>(
         // Anything else sees what the produce requests read before it
         // appended, as when Kafka handles a connection's requests one by one.
         while produces.join_next().await.is_some() {}
-        let in_order = handlers::must_run_in_order(&request.body);
+        let in_order = handlers::must_run_in_order(&request);
         let broker = Arc::clone(&broker);
         let work = async move {
             let reply = handlers::handle(&broker, request).await;
+            drop(hold);
             metrics::request_done(api, received.elapsed(), matches!(reply, Reply::Close(_)));
             let _ = done.send(reply);
         };
@@ -343,13 +493,18 @@ async fn requests<R, W>(
 
 /// Queues answers made without a handler; false when the connection is
 /// closing (the writer stopped, or one of them closes it).
-async fn send_replies(slots: &mpsc::Sender<oneshot::Receiver<Reply>>, replies: Vec<Reply>) -> bool {
+async fn send_replies(
+    slots: &mpsc::Sender<oneshot::Receiver<Reply>>,
+    activity: &Activity,
+    replies: Vec<Reply>,
+) -> bool {
     for reply in replies {
         let closes = matches!(reply, Reply::Close(_));
         let (done, slot) = oneshot::channel();
         if slots.send(slot).await.is_err() {
             return false;
         }
+        activity.request_read();
         let _ = done.send(reply);
         if closes {
             return false;

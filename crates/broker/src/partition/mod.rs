@@ -87,6 +87,10 @@ pub struct PartitionManager {
     log_dir: PathBuf,
     clock: Arc<dyn Clock>,
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+    /// Partitions whose log could not be opened, with the reason: refused
+    /// with `KAFKA_STORAGE_ERROR` (Kafka's answer for a partition of a
+    /// failed log directory) while the others serve.
+    offline: RwLock<HashMap<(String, i32), String>>,
     appended: watch::Sender<u64>,
     cleaner: Option<LogCleaner>,
 }
@@ -108,6 +112,7 @@ impl PartitionManager {
             log_dir,
             clock: Arc::new(SystemClock),
             partitions: RwLock::new(HashMap::new()),
+            offline: RwLock::new(HashMap::new()),
             appended: watch::channel(0).0,
             cleaner,
         }
@@ -139,13 +144,45 @@ impl PartitionManager {
         extras: BrokerSideConfig,
     ) -> Result<(), BrokerError> {
         let indexes: Vec<i32> = range.collect();
+        match self
+            .open_available(topic, topic_id, &indexes, config, extras)
+            .into_iter()
+            .next()
+        {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Opens (recovering) or creates the partitions `indexes` of a topic,
+    /// as far as they open; returns the ones that failed, with their
+    /// errors (the caller decides whether they go offline). A coordinator's
+    /// state topic is opened refusing corruption (see
+    /// [`crate::topics::names::is_state_topic`]). What recovery removed is
+    /// counted in the metrics. Blocking.
+    pub fn open_available(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        indexes: &[i32],
+        config: &LogConfig,
+        extras: BrokerSideConfig,
+    ) -> Vec<(i32, BrokerError)> {
+        let options = krabka_log::OpenOptions {
+            corruption: if crate::topics::names::is_state_topic(topic) {
+                krabka_log::CorruptionPolicy::Refuse
+            } else {
+                krabka_log::CorruptionPolicy::Truncate
+            },
+            verify_all: false,
+        };
         // Opening a log is mostly waiting for fsyncs (a new partition writes
         // its metadata and checkpoints durably); opened side by side, the
         // file system commits them together, which is what makes creating
         // the 50 partitions of an internal topic take milliseconds, not
         // seconds.
         let chunk = indexes.len().div_ceil(OPEN_THREADS).max(1);
-        let opened: Vec<Result<(i32, Log), BrokerError>> = std::thread::scope(|scope| {
+        let opened: Vec<Result<(i32, Log), (i32, BrokerError)>> = std::thread::scope(|scope| {
             let workers: Vec<_> = indexes
                 .chunks(chunk)
                 .map(|part| {
@@ -153,9 +190,15 @@ impl PartitionManager {
                         part.iter()
                             .map(|&index| {
                                 let dir = partition_dir(&self.log_dir, topic, index);
-                                Log::open(&dir, topic_id, config.clone(), Arc::clone(&self.clock))
-                                    .map(|log| (index, log))
-                                    .map_err(|source| BrokerError::Log { dir, source })
+                                Log::open_with(
+                                    &dir,
+                                    topic_id,
+                                    config.clone(),
+                                    Arc::clone(&self.clock),
+                                    options,
+                                )
+                                .map(|log| (index, log))
+                                .map_err(|source| (index, BrokerError::Log { dir, source }))
                             })
                             .collect::<Vec<_>>()
                     })
@@ -165,15 +208,25 @@ impl PartitionManager {
                 .into_iter()
                 .flat_map(|w| {
                     w.join().unwrap_or_else(|_| {
-                        vec![Err(BrokerError::Task(format!(
-                            "opening a partition of {topic} panicked"
-                        )))]
+                        vec![Err((
+                            -1,
+                            BrokerError::Task(format!("opening a partition of {topic} panicked")),
+                        ))]
                     })
                 })
                 .collect()
         });
+        let mut failed = Vec::new();
         for result in opened {
-            let (index, log) = result?;
+            let (index, log) = match result {
+                Ok(opened) => opened,
+                Err(failure) => {
+                    failed.push(failure);
+                    continue;
+                }
+            };
+            crate::metrics::recovery_removed(topic, log.recovery_report());
+            self.write_offline().remove(&(topic.to_owned(), index));
             let log = Arc::new(log);
             if let Some(cleaner) = &self.cleaner {
                 cleaner.register(&log);
@@ -189,7 +242,42 @@ impl PartitionManager {
             self.write_map()
                 .insert((topic.to_owned(), index), partition);
         }
-        Ok(())
+        failed
+    }
+
+    fn write_offline(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<(String, i32), String>> {
+        self.offline
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn read_offline(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(String, i32), String>> {
+        self.offline
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records that a partition could not be opened: requests for it are
+    /// refused with `KAFKA_STORAGE_ERROR` and `reason` is what it reports.
+    pub fn mark_offline(&self, topic: &str, index: i32, reason: String) {
+        self.write_offline()
+            .insert((topic.to_owned(), index), reason);
+        crate::metrics::offline_partitions(self.read_offline().len());
+    }
+
+    /// Why a partition is offline, if it is.
+    #[must_use]
+    pub fn offline_reason(&self, topic: &str, index: i32) -> Option<String> {
+        self.read_offline().get(&(topic.to_owned(), index)).cloned()
+    }
+
+    /// Every offline partition with its reason.
+    #[must_use]
+    pub fn offline(&self) -> Vec<((String, i32), String)> {
+        self.read_offline()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// One partition, if this node has it.
@@ -221,9 +309,25 @@ impl PartitionManager {
     ///
     /// [`BrokerError::Log`] / [`BrokerError::Io`] if the data cannot be removed.
     pub fn delete_topic(&self, topic: &str) -> Result<(), BrokerError> {
+        self.delete_partitions(topic, 0)
+    }
+
+    /// Removes the partitions `from..` of a topic and deletes their data
+    /// (an aborted CreatePartitions). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Log`] / [`BrokerError::Io`] if the data cannot be removed.
+    pub fn delete_partitions(&self, topic: &str, from: i32) -> Result<(), BrokerError> {
+        self.write_offline()
+            .retain(|(t, i), _| t != topic || *i < from);
         let removed: Vec<Arc<Partition>> = {
             let mut map = self.write_map();
-            let keys: Vec<_> = map.keys().filter(|(t, _)| t == topic).cloned().collect();
+            let keys: Vec<_> = map
+                .keys()
+                .filter(|(t, i)| t == topic && *i >= from)
+                .cloned()
+                .collect();
             keys.iter().filter_map(|k| map.remove(k)).collect()
         };
         for partition in removed {

@@ -74,11 +74,14 @@ pub fn partition(topic: &str, index: i32, g: PartitionGauges) {
     gauge!("krabka_remote_log_segments", &labels).set(g.remote_segments as f64);
     gauge!("krabka_remote_copy_lag_bytes", &labels).set(g.copy_lag_bytes as f64);
     gauge!("krabka_remote_copy_lag_segments", &labels).set(g.copy_lag_segments as f64);
-    // The error counters exist (at 0) from the first pass, so an alert on
-    // them has a series to watch before the first error.
+    // The request and error counters exist (at 0) from the first pass, so
+    // a rate or an alert has a series to watch before the first event.
     for name in [
+        "krabka_remote_copy_requests_total",
         "krabka_remote_copy_errors_total",
+        "krabka_remote_fetch_requests_total",
         "krabka_remote_fetch_errors_total",
+        "krabka_remote_delete_requests_total",
         "krabka_remote_delete_errors_total",
     ] {
         counter!(name, "topic" => topic.to_owned()).increment(0);

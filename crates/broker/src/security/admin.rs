@@ -34,23 +34,13 @@ use {
                 CredentialInfo, DescribeUserScramCredentialsResult,
             },
         },
-        protocol::{Decodable, StrBytes},
+        protocol::StrBytes,
     },
     std::{collections::BTreeMap, sync::Arc},
 };
 
-/// The APIs this module handles, with their version ranges.
-pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::SaslHandshake, 0, 1),
-    (ApiKey::SaslAuthenticate, 0, 2),
-    (ApiKey::DescribeAcls, 1, 3),
-    (ApiKey::CreateAcls, 1, 3),
-    (ApiKey::DeleteAcls, 1, 3),
-    (ApiKey::DescribeUserScramCredentials, 0, 0),
-    (ApiKey::AlterUserScramCredentials, 0, 0),
-];
-
-/// A decoded request of one of the security APIs.
+/// A decoded request of one of the security APIs (the API table,
+/// [`crate::api_versions::APIS`], decodes each into its variant).
 #[derive(Debug, Clone)]
 #[allow(missing_docs)]
 pub enum SecurityRequest {
@@ -61,38 +51,6 @@ pub enum SecurityRequest {
     DeleteAcls(DeleteAclsRequest),
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
-}
-
-/// Whether `api` is one of this module's.
-#[must_use]
-pub fn handles(api: ApiKey) -> bool {
-    SUPPORTED_APIS.iter().any(|(key, _, _)| *key == api)
-}
-
-/// Decodes the body of a security request.
-///
-/// # Errors
-///
-/// The decoder's message when the body does not parse, or `api` is not one
-/// of this module's.
-pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<SecurityRequest, String> {
-    fn d<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
-        T::decode(buf, version).map_err(|e| e.to_string())
-    }
-    Ok(match api {
-        ApiKey::SaslHandshake => SecurityRequest::SaslHandshake(d(buf, version)?),
-        ApiKey::SaslAuthenticate => SecurityRequest::SaslAuthenticate(d(buf, version)?),
-        ApiKey::CreateAcls => SecurityRequest::CreateAcls(d(buf, version)?),
-        ApiKey::DescribeAcls => SecurityRequest::DescribeAcls(d(buf, version)?),
-        ApiKey::DeleteAcls => SecurityRequest::DeleteAcls(d(buf, version)?),
-        ApiKey::DescribeUserScramCredentials => {
-            SecurityRequest::DescribeUserScramCredentials(d(buf, version)?)
-        }
-        ApiKey::AlterUserScramCredentials => {
-            SecurityRequest::AlterUserScramCredentials(d(buf, version)?)
-        }
-        other => return Err(format!("{other:?} is not a security API")),
-    })
 }
 
 const CLUSTER_DENIED: i16 = 31;

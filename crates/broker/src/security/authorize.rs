@@ -398,6 +398,16 @@ pub fn check(broker: &Arc<Broker>, request: &mut DecodedRequest) -> Result<Fixup
                 Fixup::none()
             }
         }
+        Request::ElectLeaders(r) => {
+            if !ctx.cluster(Operation::Alter) {
+                return whole(answer(api, version, id, &elect_denied(r)));
+            }
+            Fixup::none()
+        }
+        Request::DescribeTopicPartitions(r) => match describe_topic_partitions(&ctx, r) {
+            Ok(f) => f,
+            Err(response) => return whole(answer(api, version, id, &response)),
+        },
         Request::Group(g) => match group(&ctx, api, version, id, g) {
             Ok(f) => f,
             Err(reply) => return whole(reply),
@@ -689,6 +699,116 @@ fn metadata(ctx: &Ctx<'_>, version: i16, r: &mut m::MetadataRequest) -> Fixup {
                 resp.topics.push(topic);
             }
         })
+}
+
+/// ElectLeaders needs ALTER on the cluster; refused, every partition asked
+/// for answers CLUSTER_AUTHORIZATION_FAILED, as Kafka does.
+fn elect_denied(r: &m::ElectLeadersRequest) -> m::ElectLeadersResponse {
+    let mut response = m::ElectLeadersResponse::default();
+    response.error_code = CLUSTER_DENIED;
+    response.replica_election_results = r
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| {
+            let mut result = m::elect_leaders_response::ReplicaElectionResult::default();
+            result.topic = t.topic.clone();
+            result.partition_result = t
+                .partitions
+                .iter()
+                .map(|&p| {
+                    let mut pr = m::elect_leaders_response::PartitionResult::default();
+                    pr.partition_id = p;
+                    pr.error_code = CLUSTER_DENIED;
+                    pr
+                })
+                .collect();
+            result
+        })
+        .collect();
+    response
+}
+
+/// DescribeTopicPartitions, as Kafka's handler: a named topic the session
+/// may not describe answers TOPIC_AUTHORIZATION_FAILED; when every topic is
+/// asked for, the request is narrowed to the describable ones before
+/// paging (so a page, and its cursor, never name a hidden topic). `Err` is
+/// the whole (empty) answer when nothing is left to describe.
+fn describe_topic_partitions(
+    ctx: &Ctx<'_>,
+    r: &mut m::DescribeTopicPartitionsRequest,
+) -> Result<Fixup, m::DescribeTopicPartitionsResponse> {
+    use m::describe_topic_partitions_request::TopicRequest;
+    let mut refused = Vec::new();
+    if r.topics.is_empty() {
+        let mut visible: Vec<String> = ctx
+            .broker
+            .registry
+            .topics()
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|name| ctx.topic(Operation::Describe, name))
+            .collect();
+        visible.sort();
+        if let Some(cursor) = r.cursor.as_mut() {
+            let from = cursor.topic_name.0.to_string();
+            if !visible.contains(&from) {
+                // The cursor names a hidden topic: go on from the next
+                // visible one.
+                match visible.iter().find(|t| t.as_str() > from.as_str()) {
+                    Some(next) => {
+                        cursor.topic_name = TopicName(StrBytes::from_string(next.clone()));
+                        cursor.partition_index = 0;
+                    }
+                    None => visible.clear(),
+                }
+            }
+        }
+        if visible.is_empty() {
+            return Err(m::DescribeTopicPartitionsResponse::default());
+        }
+        r.topics = visible
+            .into_iter()
+            .map(|name| {
+                let mut t = TopicRequest::default();
+                t.name = TopicName(StrBytes::from_string(name));
+                t
+            })
+            .collect();
+    } else {
+        refused = split(&mut r.topics, |t| {
+            ctx.topic(Operation::Describe, t.name.0.as_str())
+        });
+        if r.topics.is_empty() {
+            let mut response = m::DescribeTopicPartitionsResponse::default();
+            response.topics = refused.into_iter().map(denied_partitions_topic).collect();
+            return Err(response);
+        }
+    }
+    let (b, s) = (Arc::clone(ctx.broker), Arc::clone(ctx.session));
+    Ok(Fixup::none().refusing(!refused.is_empty()).edit(
+        move |resp: &mut m::DescribeTopicPartitionsResponse| {
+            for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
+                if let Some(name) = &t.name {
+                    t.topic_authorized_operations =
+                        operations(&b, &s, ResourceType::Topic, name.0.as_str());
+                }
+            }
+            resp.topics
+                .extend(refused.into_iter().map(denied_partitions_topic));
+        },
+    ))
+}
+
+fn denied_partitions_topic(
+    t: m::describe_topic_partitions_request::TopicRequest,
+) -> m::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic {
+    let mut topic =
+        m::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic::default();
+    topic.name = Some(t.name);
+    topic.error_code = TOPIC_DENIED;
+    topic.topic_authorized_operations = i32::MIN;
+    topic
 }
 
 fn create_topics(ctx: &Ctx<'_>, r: &mut m::CreateTopicsRequest) -> Fixup {

@@ -99,6 +99,7 @@ impl Session {
                     name,
                 );
                 if !allowed {
+                    crate::metrics::authorization_denied(operation.name(), resource_type.name());
                     tracing::info!(
                         target: "krabka::authorizer",
                         principal = %self.principal_text,
@@ -384,6 +385,7 @@ impl Authenticator {
         match step {
             Step::Continue(challenge) => Ok((challenge, 0)),
             Step::Failed(failure) => {
+                crate::metrics::sasl_authentication(mechanism.name(), false);
                 self.state = State::Ready;
                 Err(failure)
             }
@@ -393,6 +395,7 @@ impl Authenticator {
                 expires_at_ms,
             } => {
                 if self.authenticated.is_some() && principal != self.session.principal {
+                    crate::metrics::sasl_authentication(mechanism.name(), false);
                     self.state = State::Ready;
                     return Err(Failure::told(format!(
                         "Cannot change principals during re-authentication from {}.{}: {}.{}",
@@ -423,6 +426,7 @@ impl Authenticator {
                 } else {
                     tracing::debug!(peer = %self.peer, principal = %principal, "re-authenticated");
                 }
+                crate::metrics::sasl_authentication(mechanism.name(), true);
                 self.authenticated = Some(mechanism);
                 self.state = State::Ready;
                 Ok((response, lifetime.unwrap_or(0)))

@@ -6,7 +6,7 @@
 use {
     super::TopicRegistry,
     crate::config::{BrokerConfig, ConfigSource, defs},
-    krabka_log::{CleanupPolicy, LogConfig, TimestampType},
+    krabka_log::{CleanupPolicy, CompressionType, LogConfig, TimestampType},
     std::collections::BTreeMap,
 };
 
@@ -170,6 +170,15 @@ pub fn log_config(
             _ => TimestampType::CreateTime,
         },
         file_delete_delay_ms: unsigned("file.delete.delay.ms", defaults.file_delete_delay_ms),
+        max_compaction_lag_ms: optional("max.compaction.lag.ms"),
+        compression_type: text("compression.type")
+            .and_then(|v| CompressionType::parse(&v))
+            .unwrap_or_default(),
+        message_timestamp_before_max_ms: optional("message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms: match long("message.timestamp.after.max.ms") {
+            Some(v) => optional_from(v),
+            None => defaults.message_timestamp_after_max_ms,
+        },
     };
     if text("remote.storage.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
         crate::remote::policy::hand_retention_to_remote_log_manager(&mut log);

@@ -6,4 +6,4 @@ pub mod config;
 pub mod names;
 mod registry;
 
-pub use registry::{REGISTRY_FILE, RegistryRefusal, TopicMeta, TopicRegistry};
+pub use registry::{PRODUCER_ID_BLOCK, REGISTRY_FILE, RegistryRefusal, TopicMeta, TopicRegistry};

@@ -14,6 +14,53 @@ pub fn is_internal(name: &str) -> bool {
     INTERNAL_TOPICS.contains(&name)
 }
 
+/// The coordination client's state topic (`krabka-client-coordination`'s
+/// `COORDINATION_TOPIC`; the broker does not depend on that crate).
+pub const COORDINATION_STATE_TOPIC: &str = "__coordination_state";
+
+/// The topics whose records are a coordinator's committed state: group
+/// offsets, transactions, remote log metadata and coordination leases. A
+/// client may not delete them, delete their records or change their
+/// configs, and recovery never cuts a corrupt batch out of them silently:
+/// such a partition is refused instead.
+pub const STATE_TOPICS: &[&str] = &[
+    "__consumer_offsets",
+    "__transaction_state",
+    krabka_remote_storage_topic::REMOTE_LOG_METADATA_TOPIC,
+    COORDINATION_STATE_TOPIC,
+];
+
+/// Whether `name` is one of the [`STATE_TOPICS`].
+#[must_use]
+pub fn is_state_topic(name: &str) -> bool {
+    STATE_TOPICS.contains(&name)
+}
+
+/// Kafka's `AdminUtils.ADMIN_CLIENT_ID`: the one client id Kafka lets
+/// produce to its internal topics.
+pub const ADMIN_CLIENT_ID: &str = "__admin_client";
+
+/// Why a client (`client_id`) may not produce to `topic`, if it may not.
+///
+/// As Kafka's `ReplicaManager`: records of `__consumer_offsets` and
+/// `__transaction_state` are written by the coordinators only, never through
+/// Produce (except from `__admin_client`). `__remote_log_metadata` takes
+/// only the remote log metadata managers' clients
+/// (`__remote_log_metadata_client…`, Kafka's naming), which write it through
+/// Produce, this broker's own among them. `__coordination_state` is written
+/// by the coordination clients through Produce and stays open to them.
+#[must_use]
+pub fn produce_refusal(topic: &str, client_id: &str) -> Option<String> {
+    let allowed = match topic {
+        "__consumer_offsets" | "__transaction_state" => client_id == ADMIN_CLIENT_ID,
+        krabka_remote_storage_topic::REMOTE_LOG_METADATA_TOPIC => {
+            client_id.starts_with(krabka_remote_storage_topic::REMOTE_LOG_METADATA_CLIENT_PREFIX)
+        }
+        _ => true,
+    };
+    (!allowed).then(|| format!("Cannot append to internal topic {topic}"))
+}
+
 /// Checks a topic name the way Kafka does.
 ///
 /// # Errors
@@ -67,6 +114,27 @@ mod tests {
         check!(validate_topic_name(&"x".repeat(250)).is_err());
         check!(collides("a.b", "a_b"));
         check!(!collides("a.b", "a.b"));
+    }
+
+    #[test]
+    fn only_the_owners_of_internal_topics_produce_to_them() {
+        check!(
+            produce_refusal("__consumer_offsets", "rdkafka").as_deref()
+                == Some("Cannot append to internal topic __consumer_offsets")
+        );
+        check!(produce_refusal("__transaction_state", "x").is_some());
+        check!(produce_refusal("__consumer_offsets", ADMIN_CLIENT_ID).is_none());
+        check!(produce_refusal("__remote_log_metadata", "krabka-client").is_some());
+        check!(
+            produce_refusal(
+                "__remote_log_metadata",
+                "__remote_log_metadata_client_1_producer"
+            )
+            .is_none()
+        );
+        check!(produce_refusal(COORDINATION_STATE_TOPIC, "krabka-client").is_none());
+        check!(produce_refusal("orders", "").is_none());
+        check!(is_state_topic("__remote_log_metadata") && !is_state_topic("orders"));
     }
 
     proptest! {

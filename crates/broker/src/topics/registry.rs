@@ -2,20 +2,36 @@
 //! overrides, the cluster id, dynamic broker configs and the producer-id
 //! high-water mark, persisted as one JSON file in the log directory.
 //!
-//! Every change is written crash-safe (temporary file, fsync, rename, fsync
-//! of the directory), so after a crash the file holds either the old or the
-//! new state, never a torn one. Changes are rare (admin operations), so one
-//! lock around the whole state is enough.
+//! Readers never wait for the disk: every lookup reads an immutable
+//! [`Snapshot`] behind an `Arc` that a change replaces once its new state
+//! is durable. Produce, fetch and metadata requests look topics up on every
+//! call, while changes are rare admin operations that write and fsync the
+//! file, so the two are kept apart: a change takes the writer lock, writes
+//! the new file crash-safe (temporary file, fsync, rename, directory fsync
+//! through [`krabka_ids::durable::write_atomic`]), then swaps the snapshot
+//! pointer. After a crash the file holds either the old or the new state,
+//! never a torn one.
+//!
+//! Producer ids are handed out from a block reserved in the file
+//! ([`PRODUCER_ID_BLOCK`] at a time): taking one from the block touches no
+//! file ([`TopicRegistry::try_allocate_producer_id`]); reserving the next
+//! block is a registry change ([`TopicRegistry::reserve_producer_ids`]),
+//! which callers holding other locks do outside them.
+//!
+//! The interface is kept to what a topic store must answer — lookups by
+//! name and id, the partition total, and the few changes below — so that a
+//! store in another place (cluster mode keeps topics in PostgreSQL) can
+//! take its place behind the same methods.
 
 use {
     crate::error::BrokerError,
     krabka_ids::{decode_kafka_uuid, kafka_uuid},
     serde::{Deserialize, Serialize},
     std::{
-        collections::BTreeMap,
+        collections::{BTreeMap, HashMap},
         fs,
         path::{Path, PathBuf},
-        sync::Mutex,
+        sync::{Arc, Mutex, RwLock},
     },
     uuid::Uuid,
 };
@@ -24,7 +40,7 @@ use {
 pub const REGISTRY_FILE: &str = "krabka-topics.json";
 
 /// How many producer ids are reserved (persisted) at once.
-const PRODUCER_ID_BLOCK: i64 = 1000;
+pub const PRODUCER_ID_BLOCK: i64 = 1000;
 
 /// A topic as the registry knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,57 +73,108 @@ struct RegistryFile {
     /// Dynamic broker configs by resource name ("" = cluster default, or a node id).
     #[serde(default)]
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Group configs (KIP-848) by group id.
+    #[serde(default)]
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// One consistent state of the registry, decoded once per change.
+#[derive(Debug)]
+struct Snapshot {
+    file: RegistryFile,
+    topics: BTreeMap<String, TopicMeta>,
+    by_id: HashMap<Uuid, String>,
+    partitions: i64,
+}
+
+impl Snapshot {
+    fn new(file: RegistryFile) -> Result<Self, String> {
+        let mut topics = BTreeMap::new();
+        let mut by_id = HashMap::new();
+        let mut partitions = 0i64;
+        for (name, record) in &file.topics {
+            let id = decode_kafka_uuid(&record.id).map_err(|e| format!("topic {name}: {e}"))?;
+            if record.partitions < 1 {
+                return Err(format!(
+                    "topic {name}: partition count {} is not positive",
+                    record.partitions
+                ));
+            }
+            partitions += i64::from(record.partitions);
+            by_id.insert(id, name.clone());
+            topics.insert(
+                name.clone(),
+                TopicMeta {
+                    name: name.clone(),
+                    id,
+                    partitions: record.partitions,
+                    configs: record.configs.clone(),
+                },
+            );
+        }
+        Ok(Self {
+            file,
+            topics,
+            by_id,
+            partitions,
+        })
+    }
 }
 
 #[derive(Debug)]
-struct State {
-    file: RegistryFile,
-    next_producer_id: i64,
+struct ProducerIds {
+    /// The next id to hand out.
+    next: i64,
+    /// Ids below this are reserved in the file.
+    limit: i64,
 }
 
 /// The persisted registry.
 #[derive(Debug)]
 pub struct TopicRegistry {
     path: PathBuf,
-    state: Mutex<State>,
+    /// What readers see; replaced (never changed in place) after a change
+    /// is durable.
+    current: RwLock<Arc<Snapshot>>,
+    /// Serializes changes, held across the file write; readers never take it.
+    writer: Mutex<()>,
+    producer_ids: Mutex<ProducerIds>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every change is built on a copy and published whole, so a panic while
+    // a lock is held cannot leave a half-made state: poisoning is ignored.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl TopicRegistry {
     /// Opens the registry in `log_dir`, creating the directory and a fresh
-    /// registry (with a new cluster id) if there is none.
+    /// registry (with a new cluster id) if there is none. An existing file
+    /// is read, never rewritten.
     ///
     /// # Errors
     ///
     /// [`BrokerError::Io`] or [`BrokerError::Registry`] if the directory or
     /// file cannot be created or the file does not parse.
     pub fn open(log_dir: &Path) -> Result<Self, BrokerError> {
-        fs::create_dir_all(log_dir).map_err(|source| BrokerError::Io {
-            action: "create log directory",
-            path: log_dir.to_owned(),
-            source,
-        })?;
+        match Self::open_existing(log_dir)? {
+            Some(registry) => Ok(registry),
+            None => Self::format(log_dir, &kafka_uuid(Uuid::new_v4())),
+        }
+    }
+
+    /// Opens the registry file of `log_dir` if there is one (read only:
+    /// nothing is written).
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Io`] if the file cannot be read,
+    /// [`BrokerError::Registry`] if it does not parse.
+    pub fn open_existing(log_dir: &Path) -> Result<Option<Self>, BrokerError> {
         let path = log_dir.join(REGISTRY_FILE);
-        let registry_error = |reason: String| BrokerError::Registry {
-            path: path.clone(),
-            reason,
-        };
-        let file = match fs::read(&path) {
-            Ok(bytes) => {
-                let file: RegistryFile =
-                    serde_json::from_slice(&bytes).map_err(|e| registry_error(e.to_string()))?;
-                for (name, topic) in &file.topics {
-                    decode_kafka_uuid(&topic.id)
-                        .map_err(|e| registry_error(format!("topic {name}: {e}")))?;
-                }
-                file
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => RegistryFile {
-                version: 1,
-                cluster_id: kafka_uuid(Uuid::new_v4()),
-                producer_id_limit: 0,
-                topics: BTreeMap::new(),
-                broker_configs: BTreeMap::new(),
-            },
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
                 return Err(BrokerError::Io {
                     action: "read",
@@ -116,105 +183,161 @@ impl TopicRegistry {
                 });
             }
         };
-        let next_producer_id = file.producer_id_limit;
-        let registry = Self {
-            path,
-            state: Mutex::new(State {
-                file,
-                next_producer_id,
-            }),
+        let registry_error = |reason: String| BrokerError::Registry {
+            path: path.clone(),
+            reason,
         };
-        {
-            let state = registry.lock();
-            registry.persist(&state.file)?;
-        }
-        Ok(registry)
+        let file: RegistryFile =
+            serde_json::from_slice(&bytes).map_err(|e| registry_error(e.to_string()))?;
+        let snapshot = Snapshot::new(file).map_err(registry_error)?;
+        Ok(Some(Self::from_snapshot(path, snapshot)))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the state half-changed
-        // (every change is applied to a copy first), so poisoning is ignored.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Writes a fresh, empty registry for cluster `cluster_id` into `log_dir`
+    /// (creating the directory), replacing any file there.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Io`] if the directory or file cannot be written.
+    pub fn format(log_dir: &Path, cluster_id: &str) -> Result<Self, BrokerError> {
+        Self::rebuild(log_dir, cluster_id, &[], 0)
     }
 
-    fn persist(&self, file: &RegistryFile) -> Result<(), BrokerError> {
-        let text = serde_json::to_vec_pretty(file).map_err(|e| BrokerError::Registry {
-            path: self.path.clone(),
-            reason: e.to_string(),
+    /// Writes a registry holding `topics` (configs included) and reserving
+    /// producer ids below `producer_id_limit`, replacing any file there: the
+    /// recovery of a directory whose registry was lost.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Io`] if the file cannot be written,
+    /// [`BrokerError::Registry`] if a topic is invalid (a partition count
+    /// below 1).
+    pub fn rebuild(
+        log_dir: &Path,
+        cluster_id: &str,
+        topics: &[TopicMeta],
+        producer_id_limit: i64,
+    ) -> Result<Self, BrokerError> {
+        fs::create_dir_all(log_dir).map_err(|source| BrokerError::Io {
+            action: "create log directory",
+            path: log_dir.to_owned(),
+            source,
         })?;
-        krabka_ids::durable::write_atomic(&self.path, &text).map_err(|e| BrokerError::Io {
-            action: e.action,
-            path: e.path,
-            source: e.source,
-        })
+        let path = log_dir.join(REGISTRY_FILE);
+        let file = RegistryFile {
+            version: 1,
+            cluster_id: cluster_id.to_owned(),
+            producer_id_limit: producer_id_limit.max(0),
+            topics: topics
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        TopicRecord {
+                            id: kafka_uuid(t.id),
+                            partitions: t.partitions,
+                            configs: t.configs.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            broker_configs: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
+        };
+        let snapshot = Snapshot::new(file).map_err(|reason| BrokerError::Registry {
+            path: path.clone(),
+            reason,
+        })?;
+        write_file(&path, &snapshot.file)?;
+        Ok(Self::from_snapshot(path, snapshot))
     }
 
-    /// Applies `change` to a copy of the state, persists it, then keeps it.
+    fn from_snapshot(path: PathBuf, snapshot: Snapshot) -> Self {
+        let limit = snapshot.file.producer_id_limit;
+        Self {
+            path,
+            current: RwLock::new(Arc::new(snapshot)),
+            writer: Mutex::new(()),
+            producer_ids: Mutex::new(ProducerIds { next: limit, limit }),
+        }
+    }
+
+    /// The current state (an `Arc` clone; the read lock is held only for that).
+    fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Applies `change` to a copy of the state, persists it, then publishes
+    /// it. Readers keep seeing the old state until the new one is durable.
     fn update<T>(
         &self,
         change: impl FnOnce(&mut RegistryFile) -> Result<T, RegistryRefusal>,
     ) -> Result<T, RegistryRefusal> {
-        let mut state = self.lock();
-        let mut next = state.file.clone();
+        let _writer = lock(&self.writer);
+        let mut next = self.snapshot().file.clone();
         let value = change(&mut next)?;
-        self.persist(&next).map_err(RegistryRefusal::Storage)?;
-        state.file = next;
+        let snapshot = Snapshot::new(next).map_err(RegistryRefusal::Invalid)?;
+        write_file(&self.path, &snapshot.file).map_err(RegistryRefusal::Storage)?;
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(snapshot);
         Ok(value)
     }
 
     /// The cluster id (Kafka's base64 UUID text), fixed at first start.
     #[must_use]
     pub fn cluster_id(&self) -> String {
-        self.lock().file.cluster_id.clone()
+        self.snapshot().file.cluster_id.clone()
     }
 
     /// All topics, by name.
     #[must_use]
     pub fn topics(&self) -> Vec<TopicMeta> {
-        self.lock()
-            .file
-            .topics
-            .iter()
-            .filter_map(|(name, t)| meta(name, t))
-            .collect()
+        self.snapshot().topics.values().cloned().collect()
     }
 
     /// One topic by name.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<TopicMeta> {
-        let state = self.lock();
-        state.file.topics.get(name).and_then(|t| meta(name, t))
+        self.snapshot().topics.get(name).cloned()
     }
 
     /// One topic by id.
     #[must_use]
     pub fn by_id(&self, id: Uuid) -> Option<TopicMeta> {
-        let text = kafka_uuid(id);
-        let state = self.lock();
-        state
-            .file
-            .topics
-            .iter()
-            .find(|(_, t)| t.id == text)
-            .and_then(|(name, t)| meta(name, t))
+        let snapshot = self.snapshot();
+        let name = snapshot.by_id.get(&id)?;
+        snapshot.topics.get(name).cloned()
     }
 
-    /// Records a new topic.
+    /// The number of partitions of all topics together.
+    #[must_use]
+    pub fn partition_count(&self) -> i64 {
+        self.snapshot().partitions
+    }
+
+    /// Records a new topic under `id` (its partitions' directories should
+    /// exist already: a crash must not leave a recorded topic without them).
     ///
     /// # Errors
     ///
     /// [`RegistryRefusal::Exists`] if the name is taken,
     /// [`RegistryRefusal::Collides`] if it differs from an existing name only
-    /// in `.` versus `_`, [`RegistryRefusal::Storage`] if it cannot be persisted.
-    pub fn create(
+    /// in `.` versus `_`, [`RegistryRefusal::Invalid`] for a partition count
+    /// below 1, [`RegistryRefusal::Storage`] if it cannot be persisted.
+    pub fn create_with_id(
         &self,
         name: &str,
+        id: Uuid,
         partitions: i32,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, RegistryRefusal> {
-        let id = Uuid::new_v4();
         self.update(|file| {
             if file.topics.contains_key(name) {
                 return Err(RegistryRefusal::Exists);
@@ -238,16 +361,32 @@ impl TopicRegistry {
         })
     }
 
+    /// Records a new topic under a fresh id.
+    ///
+    /// # Errors
+    ///
+    /// As [`TopicRegistry::create_with_id`].
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicMeta, RegistryRefusal> {
+        self.create_with_id(name, Uuid::new_v4(), partitions, configs)
+    }
+
     /// Forgets a topic.
     ///
     /// # Errors
     ///
     /// [`RegistryRefusal::Unknown`] or [`RegistryRefusal::Storage`].
     pub fn delete(&self, name: &str) -> Result<TopicMeta, RegistryRefusal> {
+        let meta = self.get(name).ok_or(RegistryRefusal::Unknown)?;
         self.update(|file| {
-            let record = file.topics.remove(name).ok_or(RegistryRefusal::Unknown)?;
-            meta(name, &record).ok_or(RegistryRefusal::Unknown)
-        })
+            file.topics.remove(name).ok_or(RegistryRefusal::Unknown)?;
+            Ok(())
+        })?;
+        Ok(meta)
     }
 
     /// Raises a topic's partition count.
@@ -291,7 +430,7 @@ impl TopicRegistry {
     /// Dynamic broker configs of one resource ("" = cluster default, else a node id).
     #[must_use]
     pub fn broker_configs(&self, resource: &str) -> BTreeMap<String, String> {
-        self.lock()
+        self.snapshot()
             .file
             .broker_configs
             .get(resource)
@@ -319,32 +458,92 @@ impl TopicRegistry {
         })
     }
 
+    /// Every group's configs, by group id.
+    #[must_use]
+    pub fn all_group_configs(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.snapshot().file.group_configs.clone()
+    }
+
+    /// Replaces the configs of one group (none removes its entry).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryRefusal::Storage`].
+    pub fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), RegistryRefusal> {
+        self.update(|file| {
+            if configs.is_empty() {
+                file.group_configs.remove(group);
+            } else {
+                file.group_configs.insert(group.to_owned(), configs);
+            }
+            Ok(())
+        })
+    }
+
+    /// A producer id never handed out before, also across restarts, taken
+    /// from the reserved block without touching any file; `None` when the
+    /// block is used up (then [`TopicRegistry::reserve_producer_ids`]).
+    #[must_use]
+    pub fn try_allocate_producer_id(&self) -> Option<i64> {
+        let mut ids = lock(&self.producer_ids);
+        (ids.next < ids.limit).then(|| {
+            let id = ids.next;
+            ids.next = id.saturating_add(1);
+            id
+        })
+    }
+
+    /// Reserves (persists) the next block of producer ids if the current one
+    /// is used up. Blocking: call it without holding other locks.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryRefusal::Storage`] if the new block cannot be persisted.
+    pub fn reserve_producer_ids(&self) -> Result<(), RegistryRefusal> {
+        let next = lock(&self.producer_ids).next;
+        let limit = self.update(|file| {
+            if next < file.producer_id_limit {
+                // Another caller reserved a block meanwhile.
+                return Ok(file.producer_id_limit);
+            }
+            file.producer_id_limit = next.saturating_add(PRODUCER_ID_BLOCK);
+            Ok(file.producer_id_limit)
+        })?;
+        let mut ids = lock(&self.producer_ids);
+        ids.limit = ids.limit.max(limit);
+        Ok(())
+    }
+
     /// Hands out a producer id never handed out before, also across restarts
-    /// (ids are reserved in persisted blocks).
+    /// (ids are reserved in persisted blocks). Blocking when a new block
+    /// must be reserved.
     ///
     /// # Errors
     ///
     /// [`RegistryRefusal::Storage`] if a new block cannot be persisted.
     pub fn allocate_producer_id(&self) -> Result<i64, RegistryRefusal> {
-        let mut state = self.lock();
-        if state.next_producer_id >= state.file.producer_id_limit {
-            let mut next = state.file.clone();
-            next.producer_id_limit = state.next_producer_id.saturating_add(PRODUCER_ID_BLOCK);
-            self.persist(&next).map_err(RegistryRefusal::Storage)?;
-            state.file = next;
+        loop {
+            if let Some(id) = self.try_allocate_producer_id() {
+                return Ok(id);
+            }
+            self.reserve_producer_ids()?;
         }
-        let id = state.next_producer_id;
-        state.next_producer_id = id.saturating_add(1);
-        Ok(id)
     }
 }
 
-fn meta(name: &str, record: &TopicRecord) -> Option<TopicMeta> {
-    Some(TopicMeta {
-        name: name.to_owned(),
-        id: decode_kafka_uuid(&record.id).ok()?,
-        partitions: record.partitions,
-        configs: record.configs.clone(),
+fn write_file(path: &Path, file: &RegistryFile) -> Result<(), BrokerError> {
+    let text = serde_json::to_vec_pretty(file).map_err(|e| BrokerError::Registry {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    krabka_ids::durable::write_atomic(path, &text).map_err(|e| BrokerError::Io {
+        action: e.action,
+        path: e.path,
+        source: e.source,
     })
 }
 
@@ -395,6 +594,7 @@ mod tests {
         ));
         registry.set_partitions("orders", 5).unwrap();
         check!(registry.set_partitions("orders", 2).is_err());
+        check!(registry.partition_count() == 6);
         let pid = registry.allocate_producer_id().unwrap();
         drop(registry);
 
@@ -408,5 +608,71 @@ mod tests {
         check!(registry.allocate_producer_id().unwrap() > pid);
         registry.delete("orders").unwrap();
         check!(registry.get("orders").is_none());
+        check!(registry.by_id(created.id).is_none());
+        check!(registry.partition_count() == 1);
+    }
+
+    #[test]
+    fn opening_an_existing_registry_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(REGISTRY_FILE);
+        TopicRegistry::open(dir.path())
+            .unwrap()
+            .create("t", 1, BTreeMap::new())
+            .unwrap();
+        let before = fs::metadata(&path).unwrap();
+        let reopened = TopicRegistry::open(dir.path()).unwrap();
+        check!(reopened.get("t").is_some());
+        // A rewrite would replace the file (write_atomic renames a new one
+        // over it): same inode, same mtime means a start wrote nothing, so
+        // it works on a full disk.
+        let after = fs::metadata(&path).unwrap();
+        check!(
+            std::os::unix::fs::MetadataExt::ino(&after)
+                == std::os::unix::fs::MetadataExt::ino(&before)
+        );
+        check!(after.modified().unwrap() == before.modified().unwrap());
+        check!(
+            TopicRegistry::open_existing(&dir.path().join("absent"))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn lookups_are_served_while_a_change_is_being_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Arc::new(TopicRegistry::open(dir.path()).unwrap());
+        registry.create("a", 1, BTreeMap::new()).unwrap();
+        // Hold the writer lock as a change in the middle of its fsync does.
+        let writer = lock(&registry.writer);
+        let reader = {
+            let registry = Arc::clone(&registry);
+            std::thread::spawn(move || (registry.get("a").is_some(), registry.topics().len()))
+        };
+        let (found, count) = reader.join().unwrap();
+        check!(found);
+        check!(count == 1);
+        drop(writer);
+    }
+
+    #[test]
+    fn producer_ids_come_from_persisted_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = TopicRegistry::open(dir.path()).unwrap();
+        // A fresh registry has no block yet: taking an id needs a reservation.
+        check!(registry.try_allocate_producer_id().is_none());
+        registry.reserve_producer_ids().unwrap();
+        let ids: Vec<i64> = (0..PRODUCER_ID_BLOCK)
+            .map(|_| registry.try_allocate_producer_id().unwrap())
+            .collect();
+        check!(ids.first() == Some(&0));
+        check!(ids.last() == Some(&(PRODUCER_ID_BLOCK - 1)));
+        check!(registry.try_allocate_producer_id().is_none());
+        check!(registry.allocate_producer_id().unwrap() == PRODUCER_ID_BLOCK);
+        drop(registry);
+        // After a restart, ids continue above everything reserved.
+        let registry = TopicRegistry::open(dir.path()).unwrap();
+        check!(registry.allocate_producer_id().unwrap() == 2 * PRODUCER_ID_BLOCK);
     }
 }

@@ -55,6 +55,10 @@ use {
 
 /// Kafka's name of the metadata topic.
 pub const REMOTE_LOG_METADATA_TOPIC: &str = "__remote_log_metadata";
+
+/// The start of the client id of every client that writes the metadata
+/// topic (Kafka's `REMOTE_LOG_METADATA_CLIENT_PREFIX`).
+pub const REMOTE_LOG_METADATA_CLIENT_PREFIX: &str = "__remote_log_metadata_client";
 /// Kafka's `remote.log.metadata.topic.num.partitions` default.
 pub const DEFAULT_METADATA_TOPIC_PARTITIONS: i32 = 50;
 /// Kafka's `TOPIC_ALREADY_EXISTS` error code.
@@ -104,7 +108,15 @@ impl KafkaMetadataEventLogConfig {
             partitions: DEFAULT_METADATA_TOPIC_PARTITIONS,
             replication_factor: -1,
             retention_ms: -1,
-            client: ClientConfig::default(),
+            // Kafka's topic-based manager names its clients
+            // `__remote_log_metadata_client_<broker>_producer`; a Krabka
+            // broker lets only such clients write the metadata topic.
+            client: {
+                let mut client = ClientConfig::default();
+                client.connection.client_id =
+                    format!("{REMOTE_LOG_METADATA_CLIENT_PREFIX}_producer");
+                client
+            },
             fetch: ConsumerConfig::default(),
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(1),

@@ -147,6 +147,13 @@ impl GroupLog for PartitionGroupLog {
     }
 
     async fn read_all(&self, partition: i32) -> Result<Vec<GroupLogEntry>, GroupError> {
+        if let Some(reason) = self
+            .broker
+            .upgrade()
+            .and_then(|b| b.partitions.offline_reason(OFFSETS_TOPIC, partition))
+        {
+            return Err(GroupError::Log { partition, reason });
+        }
         let Ok(target) = self.partition(partition) else {
             return Ok(Vec::new());
         };
@@ -214,6 +221,18 @@ pub fn group_config(config: &BrokerConfig) -> GroupConfig {
             "group.consumer.heartbeat.interval.ms",
             defaults.consumer_heartbeat_interval_ms,
         ),
+        consumer_min_session_timeout_ms: get("group.consumer.min.session.timeout.ms")
+            .unwrap_or(defaults.consumer_min_session_timeout_ms),
+        consumer_max_session_timeout_ms: get("group.consumer.max.session.timeout.ms")
+            .unwrap_or(defaults.consumer_max_session_timeout_ms),
+        consumer_min_heartbeat_interval_ms: get_i32(
+            "group.consumer.min.heartbeat.interval.ms",
+            defaults.consumer_min_heartbeat_interval_ms,
+        ),
+        consumer_max_heartbeat_interval_ms: get_i32(
+            "group.consumer.max.heartbeat.interval.ms",
+            defaults.consumer_max_heartbeat_interval_ms,
+        ),
         consumer_assignors: if assignors.is_empty() {
             defaults.consumer_assignors
         } else {
@@ -250,6 +269,9 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<GroupCoordinator>, GroupE
     coordinator.set_topic_lookup(Arc::new(RegistryTopics {
         broker: Arc::downgrade(broker),
     }));
+    for (group, configs) in broker.registry.all_group_configs() {
+        coordinator.set_group_configs(&group, configs);
+    }
     let groups = coordinator.lock().groups.len();
     tracing::info!(groups, "group coordinator loaded {OFFSETS_TOPIC}");
     coordinator.spawn_ticker(TICK);
@@ -320,6 +342,7 @@ mod tests {
                 consumer_session_timeout_ms: 20_000,
                 consumer_heartbeat_interval_ms: 1000,
                 consumer_assignors: vec!["range".into()],
+                ..GroupConfig::default()
             }
         );
         check!(got.default_assignor() == "range");

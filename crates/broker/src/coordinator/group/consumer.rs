@@ -567,9 +567,16 @@ impl GroupCoordinator {
     ) -> ConsumerGroupHeartbeatResponse {
         let topics = self.topic_lookup();
         let group_id = req.group_id.0.as_str().to_owned();
+        // The group's own configs (KIP-848) over the broker's.
+        let overrides = self.group_configs(&group_id);
+        let config = if overrides.is_empty() {
+            std::borrow::Cow::Borrowed(&self.config)
+        } else {
+            std::borrow::Cow::Owned(self.config.for_group(&overrides))
+        };
         let (resp, _) = self
             .mutate(&group_id, |state, now, _effects| {
-                heartbeat(state, &self.config, topics.as_ref(), ctx, &req, now)
+                heartbeat(state, &config, topics.as_ref(), ctx, &req, now)
             })
             .await;
         tracing::debug!(

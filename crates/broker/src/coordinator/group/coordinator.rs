@@ -130,6 +130,12 @@ pub struct GroupCoordinator {
     state: Mutex<CoordinatorState>,
     writers: Vec<tokio::sync::Mutex<()>>,
     topics: std::sync::OnceLock<Arc<dyn super::consumer::TopicLookup>>,
+    /// Per-group configs (KIP-848), as persisted by the broker's registry.
+    group_configs: std::sync::RwLock<HashMap<String, std::collections::BTreeMap<String, String>>>,
+    /// `__consumer_offsets` partitions that could not be read at load, with
+    /// the reason: their groups are refused (`COORDINATOR_NOT_AVAILABLE`)
+    /// rather than served from a state missing what they hold.
+    unavailable: HashMap<i32, String>,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -145,12 +151,15 @@ impl GroupCoordinator {
     /// Builds the coordinator and rebuilds its state by replaying every
     /// `__consumer_offsets` partition from `log`.
     ///
-    /// Records that do not decode are skipped with a warning rather than
-    /// failing the load: one bad record must not cost every group its state.
+    /// Records whose schema does not decode are skipped with a warning; a
+    /// partition the log cannot read whole (a batch failing its checks, an
+    /// offline partition) is not replayed at all and its groups are refused
+    /// ([`GroupCoordinator::unavailable_reason`]) — the other partitions
+    /// load and serve.
     ///
     /// # Errors
     ///
-    /// The first [`GroupError`] the log reports while reading a partition.
+    /// None today; the `Result` is kept for logs that must fail the load.
     pub async fn load(
         config: GroupConfig,
         node: CoordinatorNode,
@@ -163,9 +172,22 @@ impl GroupCoordinator {
             groups: HashMap::new(),
             next_expiry_check_ms: now + config.offsets_retention_check_interval_ms,
         };
+        let mut unavailable = HashMap::new();
         for partition in 0..partitions {
-            for entry in log.read_all(partition).await? {
-                replay(&mut state.groups, partition, partitions, &entry, now);
+            match log.read_all(partition).await {
+                Ok(entries) => {
+                    for entry in entries {
+                        replay(&mut state.groups, partition, partitions, &entry, now);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(
+                        partition,
+                        error = %e,
+                        "__consumer_offsets partition cannot be loaded: its groups are refused with COORDINATOR_NOT_AVAILABLE until it is repaired (`krabka recover --accept-loss __consumer_offsets-{partition}` cuts the damage out, reporting what it removes)"
+                    );
+                    unavailable.insert(partition, e.to_string());
+                }
             }
         }
         Ok(Arc::new(Self {
@@ -178,7 +200,46 @@ impl GroupCoordinator {
             log,
             state: Mutex::new(state),
             topics: std::sync::OnceLock::new(),
+            group_configs: std::sync::RwLock::default(),
+            unavailable,
         }))
+    }
+
+    /// The configs set on `group` (empty when none).
+    #[must_use]
+    pub fn group_configs(&self, group: &str) -> std::collections::BTreeMap<String, String> {
+        self.group_configs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(group)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Replaces the configs of `group`; members joining or heartbeating
+    /// after this get the new session timeout and heartbeat interval.
+    pub fn set_group_configs(
+        &self,
+        group: &str,
+        configs: std::collections::BTreeMap<String, String>,
+    ) {
+        let mut all = self
+            .group_configs
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if configs.is_empty() {
+            all.remove(group);
+        } else {
+            all.insert(group.to_owned(), configs);
+        }
+    }
+
+    /// Why `group`'s partition is refused, if it could not be loaded.
+    #[must_use]
+    pub fn unavailable_reason(&self, group: &str) -> Option<&str> {
+        self.unavailable
+            .get(&self.partition_for(group))
+            .map(String::as_str)
     }
 
     /// The `__consumer_offsets` partition that holds `group`.

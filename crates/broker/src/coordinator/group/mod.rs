@@ -11,8 +11,9 @@
 //!   [`GroupCoordinator::spawn_ticker`] calls it periodically.
 //! * request handlers on [`GroupCoordinator`] that take `kafka-protocol`
 //!   request structs plus a [`RequestContext`] (API version, client id and
-//!   host) and return the response struct shaped for that version;
-//!   [`SUPPORTED_APIS`] lists the versions to advertise in ApiVersions.
+//!   host) and return the response struct shaped for that version (the
+//!   versions served are rows of the broker's API table,
+//!   [`crate::api_versions::APIS`]).
 //!
 //! Records in `__consumer_offsets` use Kafka's own schemas ([`records`]), and
 //! a group's partition is Kafka's `abs(hashCode(group)) % 50`
@@ -33,6 +34,7 @@ mod admin;
 pub mod assignor;
 pub mod broker_log;
 mod classic;
+mod committed;
 pub mod config;
 pub mod consumer;
 mod consumer_protocol;
@@ -48,9 +50,8 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
-use kafka_protocol::messages::ApiKey;
-
 pub use admin::{KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION};
+pub use committed::CommittedPosition;
 // The log's injectable clock serves the coordinator's deadlines too.
 pub use config::GroupConfig;
 pub use consumer::TopicLookup;
@@ -62,21 +63,3 @@ pub use state::GroupState;
 
 /// The internal topic the coordinator persists to.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-
-/// `(api key, min version, max version)` of every API this coordinator
-/// answers, for the broker's ApiVersions response.
-pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::FindCoordinator, 0, 6),
-    (ApiKey::JoinGroup, 0, 9),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
-    (ApiKey::OffsetDelete, 0, 0),
-    (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DescribeGroups, 0, 6),
-    (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
-    (ApiKey::ConsumerGroupDescribe, 0, 1),
-];

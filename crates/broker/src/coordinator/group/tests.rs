@@ -2000,3 +2000,80 @@ async fn a_group_with_pending_transactional_offsets_is_not_expired() {
         .unwrap();
     assert_eq!(fetch(&h.coord, "g", "in", &[0]).await, vec![7]);
 }
+
+/// A `__consumer_offsets` whose partition `broken` cannot be read (a batch
+/// failing its checks, or the partition offline).
+struct BrokenPartition {
+    inner: Arc<InMemoryGroupLog>,
+    broken: i32,
+}
+
+#[async_trait::async_trait]
+impl GroupLog for BrokenPartition {
+    async fn append(
+        &self,
+        partition: i32,
+        records: Vec<GroupLogRecord>,
+        producer: Option<(krabka_ids::ProducerId, krabka_ids::ProducerEpoch)>,
+    ) -> Result<i64, GroupError> {
+        self.inner.append(partition, records, producer).await
+    }
+
+    async fn append_marker(
+        &self,
+        partition: i32,
+        marker: krabka_log::ControlMarker,
+    ) -> Result<i64, GroupError> {
+        self.inner.append_marker(partition, marker).await
+    }
+
+    async fn read_all(&self, partition: i32) -> Result<Vec<GroupLogEntry>, GroupError> {
+        if partition == self.broken {
+            return Err(GroupError::Log {
+                partition,
+                reason: "CRC-32C mismatch at offset 1".into(),
+            });
+        }
+        self.inner.read_all(partition).await
+    }
+}
+
+#[tokio::test]
+async fn a_partition_that_cannot_be_read_is_refused_and_the_others_load() {
+    let h = harness().await;
+    let broken = h.coord.partition_for("lost");
+    let kept = (0..100)
+        .map(|i| format!("kept-{i}"))
+        .find(|g| h.coord.partition_for(g) != broken)
+        .unwrap();
+    for group in ["lost", kept.as_str()] {
+        let mut p = OffsetCommitRequestPartition::default();
+        p.partition_index = 0;
+        p.committed_offset = 42;
+        let mut t = OffsetCommitRequestTopic::default();
+        t.name = TopicName(sb("t"));
+        t.partitions = vec![p];
+        let mut req = OffsetCommitRequest::default();
+        req.group_id = GroupId(sb(group));
+        req.generation_id_or_member_epoch = -1;
+        req.topics = vec![t];
+        let resp = h.coord.offset_commit(&ctx(8), req).await;
+        assert!(resp.topics[0].partitions[0].error_code == 0);
+    }
+    let log = Arc::new(BrokenPartition {
+        inner: h.log.clone(),
+        broken,
+    });
+    let reloaded = GroupCoordinator::load(GroupConfig::default(), node(), h.clock.clone(), log)
+        .await
+        .unwrap();
+    assert!(
+        reloaded
+            .unavailable_reason("lost")
+            .is_some_and(|r| r.contains("CRC"))
+    );
+    assert!(reloaded.unavailable_reason(&kept).is_none());
+    // The readable partition's state is whole.
+    assert!(reloaded.lock().groups.contains_key(&kept));
+    assert!(!reloaded.lock().groups.contains_key("lost"));
+}

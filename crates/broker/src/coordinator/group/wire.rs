@@ -1,14 +1,16 @@
-//! The coordinator's side of the broker's request dispatch: decoding the
-//! group APIs and encoding their answers.
+//! The coordinator's side of the broker's request dispatch: the group APIs'
+//! requests and the encoding of their answers.
 //!
-//! The broker's codec has one variant, `Request::Group`, for every API in
-//! [`SUPPORTED_APIS`](super::SUPPORTED_APIS); it carries a [`GroupRequest`]
-//! decoded here, and the dispatcher hands it to [`handle`]. Keeping the
-//! per-API plumbing in this module keeps the broker's own files to one line
-//! each.
+//! The broker's codec has one variant, `Request::Group`, for every group
+//! API of the API table ([`crate::api_versions::APIS`], which decodes each
+//! into its [`GroupRequest`] variant), and the dispatcher hands it to
+//! [`handle`]. Keeping the per-API plumbing in this module keeps the
+//! broker's own files to one line each.
 
 use std::sync::Arc;
 
+use super::RequestContext;
+use crate::{broker::Broker, network::codec::encode_response};
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::OffsetCommitResponse;
@@ -16,15 +18,14 @@ use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DeleteGroupsRequest,
-    DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, RequestHeader, SyncGroupRequest,
+    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DescribeGroupsRequest,
+    FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, RequestHeader, SyncGroupRequest, SyncGroupResponse,
 };
-use kafka_protocol::protocol::Decodable;
-
-use super::{RequestContext, SUPPORTED_APIS};
-use crate::{broker::Broker, network::codec::encode_response};
+use kafka_protocol::protocol::StrBytes;
 
 /// A decoded request of one of the group coordinator's APIs.
 #[derive(Debug, Clone)]
@@ -43,39 +44,6 @@ pub enum GroupRequest {
     DeleteGroups(DeleteGroupsRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
-}
-
-/// Whether `api` is one of the coordinator's.
-pub fn handles(api: ApiKey) -> bool {
-    SUPPORTED_APIS.iter().any(|(key, _, _)| *key == api)
-}
-
-/// Decodes the body of a coordinator request.
-///
-/// # Errors
-///
-/// The decoder's message when the body does not parse, or when `api` is not
-/// a coordinator API.
-pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<GroupRequest, String> {
-    fn d<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
-        T::decode(buf, version).map_err(|e| e.to_string())
-    }
-    Ok(match api {
-        ApiKey::FindCoordinator => GroupRequest::FindCoordinator(d(buf, version)?),
-        ApiKey::JoinGroup => GroupRequest::JoinGroup(d(buf, version)?),
-        ApiKey::SyncGroup => GroupRequest::SyncGroup(d(buf, version)?),
-        ApiKey::Heartbeat => GroupRequest::Heartbeat(d(buf, version)?),
-        ApiKey::LeaveGroup => GroupRequest::LeaveGroup(d(buf, version)?),
-        ApiKey::OffsetCommit => GroupRequest::OffsetCommit(d(buf, version)?),
-        ApiKey::OffsetFetch => GroupRequest::OffsetFetch(d(buf, version)?),
-        ApiKey::OffsetDelete => GroupRequest::OffsetDelete(d(buf, version)?),
-        ApiKey::ListGroups => GroupRequest::ListGroups(d(buf, version)?),
-        ApiKey::DescribeGroups => GroupRequest::DescribeGroups(d(buf, version)?),
-        ApiKey::DeleteGroups => GroupRequest::DeleteGroups(d(buf, version)?),
-        ApiKey::ConsumerGroupHeartbeat => GroupRequest::ConsumerGroupHeartbeat(d(buf, version)?),
-        ApiKey::ConsumerGroupDescribe => GroupRequest::ConsumerGroupDescribe(d(buf, version)?),
-        other => return Err(format!("{other:?} is not a group coordinator API")),
-    })
 }
 
 /// Handles a coordinator request and encodes the answer frame.
@@ -108,13 +76,18 @@ pub async fn handle(
     );
     let id = header.correlation_id;
     let c = coordinator.as_ref();
+    if let Some(refused) = refuse_unavailable(c, api_key, version, id, &request) {
+        return refused;
+    }
     match request {
-        GroupRequest::FindCoordinator(r) => encode_response(
-            api_key,
-            version,
-            id,
-            &fixup.fill(c.find_coordinator(&ctx, r).await),
-        ),
+        GroupRequest::FindCoordinator(r) => {
+            let mut response = fixup.fill(c.find_coordinator(&ctx, r.clone()).await);
+            if let Some(node) = broker.cluster.get() {
+                crate::cluster::coordinators::point_at_controller(node, &mut response);
+            }
+            mark_unavailable_coordinators(broker, c, version, &r, &mut response);
+            encode_response(api_key, version, id, &response)
+        }
         GroupRequest::JoinGroup(r) => encode_response(
             api_key,
             version,
@@ -143,12 +116,16 @@ pub async fn handle(
             let response = fixup.fill(commit_known_partitions(broker, c, &ctx, r).await);
             encode_response(api_key, version, id, &response)
         }
-        GroupRequest::OffsetFetch(r) => encode_response(
-            api_key,
-            version,
-            id,
-            &fixup.fill(c.offset_fetch(&ctx, r).await),
-        ),
+        GroupRequest::OffsetFetch(r) => {
+            let mut response = fixup.fill(c.offset_fetch(&ctx, r).await);
+            for g in &mut response.groups {
+                if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
+                    g.topics.clear();
+                    g.error_code = ResponseError::CoordinatorNotAvailable.code();
+                }
+            }
+            encode_response(api_key, version, id, &response)
+        }
         GroupRequest::OffsetDelete(r) => encode_response(
             api_key,
             version,
@@ -161,30 +138,164 @@ pub async fn handle(
             id,
             &fixup.fill(c.list_groups(&ctx, r).await),
         ),
-        GroupRequest::DescribeGroups(r) => encode_response(
-            api_key,
-            version,
-            id,
-            &fixup.fill(c.describe_groups(&ctx, r).await),
-        ),
-        GroupRequest::DeleteGroups(r) => encode_response(
-            api_key,
-            version,
-            id,
-            &fixup.fill(c.delete_groups(&ctx, r).await),
-        ),
+        GroupRequest::DescribeGroups(r) => {
+            let mut response = fixup.fill(c.describe_groups(&ctx, r).await);
+            for g in &mut response.groups {
+                if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
+                    g.error_code = ResponseError::CoordinatorNotAvailable.code();
+                }
+            }
+            encode_response(api_key, version, id, &response)
+        }
+        GroupRequest::DeleteGroups(r) => {
+            // An unavailable partition's groups are not in memory, so the
+            // coordinator writes nothing for them.
+            let mut response = fixup.fill(c.delete_groups(&ctx, r).await);
+            for g in &mut response.results {
+                if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
+                    g.error_code = ResponseError::CoordinatorNotAvailable.code();
+                }
+            }
+            encode_response(api_key, version, id, &response)
+        }
         GroupRequest::ConsumerGroupHeartbeat(r) => encode_response(
             api_key,
             version,
             id,
             &fixup.fill(c.consumer_group_heartbeat(&ctx, r).await),
         ),
-        GroupRequest::ConsumerGroupDescribe(r) => encode_response(
-            api_key,
-            version,
-            id,
-            &fixup.fill(c.consumer_group_describe(&ctx, r).await),
-        ),
+        GroupRequest::ConsumerGroupDescribe(r) => {
+            let mut response = fixup.fill(c.consumer_group_describe(&ctx, r).await);
+            for g in &mut response.groups {
+                if let Some(reason) = c.unavailable_reason(g.group_id.0.as_str()) {
+                    g.error_code = ResponseError::CoordinatorNotAvailable.code();
+                    g.error_message = Some(StrBytes::from_string(reason.to_owned()));
+                }
+            }
+            encode_response(api_key, version, id, &response)
+        }
+    }
+}
+
+/// A request for one group whose `__consumer_offsets` partition could not
+/// be loaded is answered `COORDINATOR_NOT_AVAILABLE` without reaching the
+/// coordinator (which would serve it from a state missing what that
+/// partition holds). Requests naming several groups are answered per group
+/// after the coordinator ran (it knows none of those groups, so it wrote
+/// nothing for them).
+fn refuse_unavailable(
+    c: &super::GroupCoordinator,
+    api_key: ApiKey,
+    version: i16,
+    id: i32,
+    request: &GroupRequest,
+) -> Option<Result<Bytes, String>> {
+    let unavailable = |group: &str| c.unavailable_reason(group).is_some();
+    let code = ResponseError::CoordinatorNotAvailable.code();
+    match request {
+        GroupRequest::JoinGroup(r) if unavailable(r.group_id.0.as_str()) => {
+            let mut response = JoinGroupResponse::default();
+            response.error_code = code;
+            response.generation_id = -1;
+            response.member_id = r.member_id.clone();
+            Some(encode_response(api_key, version, id, &response))
+        }
+        GroupRequest::SyncGroup(r) if unavailable(r.group_id.0.as_str()) => {
+            let mut response = SyncGroupResponse::default();
+            response.error_code = code;
+            Some(encode_response(api_key, version, id, &response))
+        }
+        GroupRequest::Heartbeat(r) if unavailable(r.group_id.0.as_str()) => {
+            let mut response = HeartbeatResponse::default();
+            response.error_code = code;
+            Some(encode_response(api_key, version, id, &response))
+        }
+        GroupRequest::LeaveGroup(r) if unavailable(r.group_id.0.as_str()) => {
+            let mut response = LeaveGroupResponse::default();
+            response.error_code = code;
+            Some(encode_response(api_key, version, id, &response))
+        }
+        GroupRequest::OffsetDelete(r) if unavailable(r.group_id.0.as_str()) => {
+            let mut response = OffsetDeleteResponse::default();
+            response.error_code = code;
+            Some(encode_response(api_key, version, id, &response))
+        }
+        GroupRequest::ConsumerGroupHeartbeat(r) if unavailable(r.group_id.0.as_str()) => {
+            let mut response = ConsumerGroupHeartbeatResponse::default();
+            response.error_code = code;
+            response.error_message = c
+                .unavailable_reason(r.group_id.0.as_str())
+                .map(|reason| StrBytes::from_string(reason.to_owned()));
+            Some(encode_response(api_key, version, id, &response))
+        }
+        GroupRequest::OffsetCommit(r) if unavailable(r.group_id.0.as_str()) => {
+            let topics = r
+                .topics
+                .iter()
+                .map(|t| {
+                    OffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    OffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            let response = OffsetCommitResponse::default().with_topics(topics);
+            Some(encode_response(api_key, version, id, &response))
+        }
+        GroupRequest::OffsetFetch(r) if version < 8 && unavailable(r.group_id.0.as_str()) => {
+            let mut response = OffsetFetchResponse::default();
+            response.error_code = code;
+            Some(encode_response(api_key, version, id, &response))
+        }
+        _ => None,
+    }
+}
+
+/// FindCoordinator for a group or transactional id whose partition could
+/// not be loaded answers `COORDINATOR_NOT_AVAILABLE` with the reason, so
+/// clients retry instead of being served a state with a hole.
+fn mark_unavailable_coordinators(
+    broker: &Broker,
+    c: &super::GroupCoordinator,
+    version: i16,
+    request: &FindCoordinatorRequest,
+    response: &mut FindCoordinatorResponse,
+) {
+    let key_type = if version >= 1 { request.key_type } else { 0 };
+    let reason = |key: &str| -> Option<String> {
+        match key_type {
+            0 => c.unavailable_reason(key).map(str::to_owned),
+            1 => broker.txns.get().and_then(|t| t.unavailable_reason(key)),
+            _ => None,
+        }
+    };
+    let code = ResponseError::CoordinatorNotAvailable.code();
+    if version >= 4 {
+        for coordinator in &mut response.coordinators {
+            if let Some(reason) = reason(coordinator.key.as_str()) {
+                coordinator.error_code = code;
+                coordinator.error_message = Some(StrBytes::from_string(reason));
+                coordinator.node_id = kafka_protocol::messages::BrokerId(-1);
+                coordinator.host = StrBytes::new();
+                coordinator.port = -1;
+            }
+        }
+    } else if let Some(reason) = reason(request.key.as_str()) {
+        response.error_code = code;
+        if version >= 1 {
+            response.error_message = Some(StrBytes::from_string(reason));
+        }
+        response.node_id = kafka_protocol::messages::BrokerId(-1);
+        response.host = StrBytes::new();
+        response.port = -1;
     }
 }
 
@@ -200,10 +311,7 @@ async fn commit_known_partitions(
     let mut unknown: Vec<(kafka_protocol::messages::TopicName, i32)> = Vec::new();
     for topic in &mut request.topics {
         topic.partitions.retain(|p| {
-            let known = broker
-                .partitions
-                .get(topic.name.0.as_str(), p.partition_index)
-                .is_some();
+            let known = broker.partition_exists(topic.name.0.as_str(), p.partition_index);
             if !known {
                 unknown.push((topic.name.clone(), p.partition_index));
             }

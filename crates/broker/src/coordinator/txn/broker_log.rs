@@ -78,6 +78,14 @@ impl TxnStateLog for PartitionTxnLog {
     }
 
     fn read_all(&self, partition: i32) -> Result<Vec<CoordinatorRecord>, TxnError> {
+        if let Some(reason) = self.broker.upgrade().and_then(|b| {
+            b.partitions
+                .offline_reason(TRANSACTION_STATE_TOPIC, partition)
+        }) {
+            return Err(TxnError::NotCoordinator(format!(
+                "{TRANSACTION_STATE_TOPIC}-{partition} is offline: {reason}"
+            )));
+        }
         let Ok(log) = self.log(partition) else {
             return Ok(Vec::new());
         };
@@ -152,17 +160,30 @@ struct RegistryIds {
     broker: Weak<Broker>,
 }
 
+impl RegistryIds {
+    fn broker(&self) -> Result<Arc<Broker>, TxnError> {
+        self.broker
+            .upgrade()
+            .ok_or_else(|| TxnError::Storage("the broker is shutting down".into()))
+    }
+}
+
 impl ProducerIdSource for RegistryIds {
     fn allocate(&self) -> Result<ProducerId, TxnError> {
-        let broker = self
-            .broker
-            .upgrade()
-            .ok_or_else(|| TxnError::Storage("the broker is shutting down".into()))?;
-        broker
-            .registry
+        self.broker()?
             .allocate_producer_id()
             .map(ProducerId)
-            .map_err(|e| TxnError::Storage(format!("{e:?}")))
+            .map_err(TxnError::Storage)
+    }
+
+    fn try_allocate(&self) -> Result<Option<ProducerId>, TxnError> {
+        Ok(self.broker()?.try_allocate_producer_id().map(ProducerId))
+    }
+
+    fn refill(&self) -> Result<(), TxnError> {
+        self.broker()?
+            .reserve_producer_ids()
+            .map_err(TxnError::Storage)
     }
 }
 

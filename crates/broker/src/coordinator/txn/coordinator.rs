@@ -80,14 +80,40 @@ pub trait MarkerWriter: Send + Sync {
     ) -> Result<(), MarkerError>;
 }
 
-/// Mints producer ids that never repeat (persisted). Blocking.
+/// Mints producer ids that never repeat (persisted).
+///
+/// The coordinator takes ids while it holds its state lock, so it asks with
+/// [`ProducerIdSource::try_allocate`], which must not block; when that
+/// finds the reserved block used up, the coordinator drops the lock, calls
+/// [`ProducerIdSource::refill`] (which may write and fsync) and tries again.
 pub trait ProducerIdSource: Send + Sync {
-    /// A fresh producer id.
+    /// A fresh producer id. Blocking.
     ///
     /// # Errors
     ///
     /// [`TxnError::Storage`] when the allocator cannot persist.
     fn allocate(&self) -> Result<ProducerId, TxnError>;
+
+    /// A fresh producer id if one is at hand without blocking, `None` when
+    /// [`ProducerIdSource::refill`] must run first. The default allocates
+    /// (for sources that never block).
+    ///
+    /// # Errors
+    ///
+    /// As [`ProducerIdSource::allocate`].
+    fn try_allocate(&self) -> Result<Option<ProducerId>, TxnError> {
+        self.allocate().map(Some)
+    }
+
+    /// Makes ids available to [`ProducerIdSource::try_allocate`] again
+    /// (persists the next block). Blocking; called with no lock held.
+    ///
+    /// # Errors
+    ///
+    /// [`TxnError::Storage`] when the allocator cannot persist.
+    fn refill(&self) -> Result<(), TxnError> {
+        Ok(())
+    }
 }
 
 /// Kafka's transaction coordinator for one node.
@@ -104,6 +130,10 @@ pub struct TransactionCoordinator {
     markers: Arc<dyn MarkerWriter>,
     ids: Arc<dyn ProducerIdSource>,
     clock: Arc<dyn Clock>,
+    /// `__transaction_state` partitions that could not be read at load,
+    /// with the reason: their transactional ids are refused
+    /// (`COORDINATOR_NOT_AVAILABLE`) rather than treated as new.
+    unavailable: std::collections::HashMap<i32, String>,
 }
 
 impl std::fmt::Debug for TransactionCoordinator {
@@ -133,12 +163,15 @@ fn replay(
 
 impl TransactionCoordinator {
     /// The coordinator with its state rebuilt by replaying every
-    /// `__transaction_state` partition of `log`. Records that do not decode
-    /// are skipped with a warning rather than failing the load.
+    /// `__transaction_state` partition of `log`. Records whose schema does
+    /// not decode are skipped with a warning; a partition the log cannot
+    /// read whole is not replayed and its transactional ids are refused
+    /// ([`TransactionCoordinator::unavailable_reason`]) while the other
+    /// partitions serve.
     ///
     /// # Errors
     ///
-    /// The first [`TxnError`] the log reports while reading.
+    /// None today; the `Result` is kept for logs that must fail the load.
     pub fn load(
         config: TxnConfig,
         log: Arc<dyn TxnStateLog>,
@@ -148,8 +181,21 @@ impl TransactionCoordinator {
     ) -> Result<Self, TxnError> {
         let partitions = config.state_log_partitions.max(1);
         let mut manager = TxnManager::new(config.max_timeout_ms);
+        let mut unavailable = std::collections::HashMap::new();
         for partition in 0..partitions {
-            for record in log.read_all(partition)? {
+            let records = match log.read_all(partition) {
+                Ok(records) => records,
+                Err(e) => {
+                    tracing::error!(
+                        partition,
+                        error = %e,
+                        "__transaction_state partition cannot be loaded: its transactional ids are refused with COORDINATOR_NOT_AVAILABLE until it is repaired (`krabka recover --accept-loss __transaction_state-{partition}` cuts the damage out, reporting what it removes)"
+                    );
+                    unavailable.insert(partition, e.to_string());
+                    continue;
+                }
+            };
+            for record in records {
                 match replay(&record) {
                     Ok((id, meta)) => manager.load(id, meta),
                     Err(e) => {
@@ -167,7 +213,17 @@ impl TransactionCoordinator {
             markers,
             ids,
             clock,
+            unavailable,
         })
+    }
+
+    /// Why `transactional_id`'s partition is refused, if it could not be
+    /// loaded.
+    #[must_use]
+    pub fn unavailable_reason(&self, transactional_id: &str) -> Option<String> {
+        self.unavailable
+            .get(&self.partition_for(transactional_id))
+            .cloned()
     }
 
     /// The coordinator's settings.
@@ -196,6 +252,13 @@ impl TransactionCoordinator {
             .unwrap_or(&self.spare_writer)
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether the state lock is free at this moment (tests check that
+    /// nothing blocking runs under it).
+    #[cfg(test)]
+    pub(crate) fn state_lock_is_free(&self) -> bool {
+        self.state.try_lock().is_ok()
     }
 
     /// Runs `f` on the state (for inspection).
@@ -288,19 +351,39 @@ impl TransactionCoordinator {
         expected: Option<(ProducerId, ProducerEpoch)>,
     ) -> Result<(ProducerId, ProducerEpoch), TxnError> {
         let ids = Arc::clone(&self.ids);
-        let mut allocate = move || ids.allocate();
+        // Ids are taken under the state lock, so only without blocking; a
+        // used-up block is refilled (a registry write and fsync) after the
+        // lock is dropped, and the step is tried again.
+        let used_up = std::cell::Cell::new(false);
+        let mut allocate = || match ids.try_allocate() {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => {
+                used_up.set(true);
+                Err(TxnError::Storage("the producer id block is used up".into()))
+            }
+            Err(e) => Err(e),
+        };
         // At most two rounds: abort the open transaction, then bump again.
         let mut expected = expected;
         for _ in 0..2 {
             let abort = {
                 let _writer = self.writer(transactional_id);
-                let step = self.lock().init_producer_id(
-                    transactional_id,
-                    timeout_ms,
-                    expected,
-                    self.clock.now_ms(),
-                    &mut allocate,
-                )?;
+                let step = loop {
+                    used_up.set(false);
+                    // Bound first: the state lock's guard must be gone
+                    // before a refill writes.
+                    let attempt = self.lock().init_producer_id(
+                        transactional_id,
+                        timeout_ms,
+                        expected,
+                        self.clock.now_ms(),
+                        &mut allocate,
+                    );
+                    match attempt {
+                        Err(_) if used_up.get() => self.ids.refill()?,
+                        other => break other?,
+                    }
+                };
                 match step {
                     InitStep::Ready(transition) => {
                         let answer = (transition.next.producer_id, transition.next.producer_epoch);

@@ -16,7 +16,7 @@
 //!   `kafka-protocol` types;
 //! * [`broker_log`] — those seams over the broker, and the startup that
 //!   replays `__transaction_state` and completes what was preparing;
-//! * [`wire`] — decoding and dispatch, TxnOffsetCommit's route to the group
+//! * [`wire`] — dispatch, TxnOffsetCommit's route to the group
 //!   coordinator, and the produce path's check;
 //! * [`producers`] — DescribeProducers and producer-id expiry over the
 //!   partitions' producer state;
@@ -46,8 +46,6 @@ mod restart_tests;
 #[cfg(test)]
 mod tests;
 
-use kafka_protocol::messages::ApiKey;
-
 pub use config::TxnConfig;
 pub use coordinator::{MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator};
 pub use error::TxnError;
@@ -56,17 +54,3 @@ pub use state::{Completion, TopicPartition, Transition, TxnManager, TxnMetadata,
 
 /// The internal topic the coordinator persists to.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
-
-/// `(api key, min version, max version)` of the APIs [`wire`] decodes, for
-/// the broker's ApiVersions table. AddPartitionsToTxn v0–3 is the client
-/// form, v4–5 the batched form with verify-only; EndTxn stops at v4 (v5 is
-/// KIP-890's transaction version 2), TxnOffsetCommit at v4 for the same reason.
-pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::AddPartitionsToTxn, 0, 5),
-    (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
-    (ApiKey::TxnOffsetCommit, 0, 4),
-    (ApiKey::DescribeTransactions, 0, 0),
-    (ApiKey::ListTransactions, 0, 1),
-    (ApiKey::DescribeProducers, 0, 0),
-];

@@ -1000,3 +1000,70 @@ fn kip360_txn_retry_through_the_coordinator_is_persisted_and_fenced_after_a_rest
             == e0 + 2
     );
 }
+
+/// Ids in blocks of two: `try_allocate` finds the block used up every other
+/// call, and `refill` (the persisting step) checks that the coordinator's
+/// state lock is not held while it runs.
+#[derive(Default)]
+struct BlockIds {
+    block: Mutex<(i64, i64)>,
+    refills: std::sync::atomic::AtomicUsize,
+    refills_under_lock: std::sync::atomic::AtomicUsize,
+    coordinator: std::sync::OnceLock<std::sync::Weak<TransactionCoordinator>>,
+}
+
+impl ProducerIdSource for BlockIds {
+    fn allocate(&self) -> Result<ProducerId, TxnError> {
+        unreachable!("the coordinator only takes ids without blocking")
+    }
+
+    fn try_allocate(&self) -> Result<Option<ProducerId>, TxnError> {
+        let mut block = self.block.lock().unwrap();
+        Ok((block.0 < block.1).then(|| {
+            block.0 += 1;
+            ProducerId(block.0 - 1)
+        }))
+    }
+
+    fn refill(&self) -> Result<(), TxnError> {
+        self.refills.fetch_add(1, Ordering::SeqCst);
+        let free = self
+            .coordinator
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .is_none_or(|c| c.state_lock_is_free());
+        if !free {
+            self.refills_under_lock.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut block = self.block.lock().unwrap();
+        block.1 = block.0 + 2;
+        Ok(())
+    }
+}
+
+#[test]
+fn producer_id_blocks_are_refilled_outside_the_state_lock() {
+    let ids = Arc::new(BlockIds::default());
+    let log = Arc::new(InMemoryTxnStateLog::new());
+    let markers = Arc::new(Markers::default());
+    *markers.log.lock().unwrap() = Some(Arc::clone(&log));
+    let c = Arc::new(
+        TransactionCoordinator::load(
+            TxnConfig::default(),
+            log as Arc<dyn TxnStateLog>,
+            markers as Arc<dyn MarkerWriter>,
+            Arc::clone(&ids) as Arc<dyn ProducerIdSource>,
+            Arc::new(ManualClock::new(0)) as Arc<dyn krabka_log::Clock>,
+        )
+        .unwrap(),
+    );
+    let _ = ids.coordinator.set(Arc::downgrade(&c));
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..5 {
+        let (pid, epoch) = c.init_producer_id(&format!("t{i}"), 60_000, None).unwrap();
+        check!(epoch == ProducerEpoch(0));
+        check!(seen.insert(pid.0), "producer id {} handed out twice", pid.0);
+    }
+    check!(ids.refills.load(Ordering::SeqCst) == 3);
+    check!(ids.refills_under_lock.load(Ordering::SeqCst) == 0);
+}

@@ -1,5 +1,5 @@
-//! The coordinator's side of the broker's request dispatch: decoding its
-//! APIs, running them on the blocking pool, routing TxnOffsetCommit to the
+//! The coordinator's side of the broker's request dispatch: its APIs'
+//! requests (decoded by the API table, [`crate::api_versions::APIS`]), running them on the blocking pool, routing TxnOffsetCommit to the
 //! group coordinator once the transaction holds the group's partition, and
 //! the produce path's check of transactional batches.
 //!
@@ -9,7 +9,7 @@
 //! COORDINATOR_NOT_AVAILABLE.
 
 use {
-    super::{SUPPORTED_APIS, coordinator::TransactionCoordinator, state::TopicPartition},
+    super::{coordinator::TransactionCoordinator, state::TopicPartition},
     crate::{
         broker::Broker,
         coordinator::group::{OFFSETS_TOPIC, RequestContext},
@@ -28,7 +28,6 @@ use {
                 TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
             },
         },
-        protocol::Decodable,
     },
     krabka_ids::{ProducerEpoch, ProducerId},
     krabka_log::batch::BatchHeader,
@@ -48,34 +47,6 @@ pub enum TxnRequest {
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
     DescribeProducers(DescribeProducersRequest),
-}
-
-/// Whether `api` is one of the coordinator's.
-#[must_use]
-pub fn handles(api: ApiKey) -> bool {
-    SUPPORTED_APIS.iter().any(|(key, _, _)| *key == api)
-}
-
-/// Decodes the body of a coordinator request.
-///
-/// # Errors
-///
-/// The decoder's message when the body does not parse or `api` is not one
-/// of the coordinator's.
-pub fn decode(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<TxnRequest, String> {
-    fn d<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
-        T::decode(buf, version).map_err(|e| e.to_string())
-    }
-    Ok(match api {
-        ApiKey::AddPartitionsToTxn => TxnRequest::AddPartitionsToTxn(d(buf, version)?),
-        ApiKey::AddOffsetsToTxn => TxnRequest::AddOffsetsToTxn(d(buf, version)?),
-        ApiKey::EndTxn => TxnRequest::EndTxn(d(buf, version)?),
-        ApiKey::TxnOffsetCommit => TxnRequest::TxnOffsetCommit(d(buf, version)?),
-        ApiKey::DescribeTransactions => TxnRequest::DescribeTransactions(d(buf, version)?),
-        ApiKey::ListTransactions => TxnRequest::ListTransactions(d(buf, version)?),
-        ApiKey::DescribeProducers => TxnRequest::DescribeProducers(d(buf, version)?),
-        other => return Err(format!("{other:?} is not a transaction coordinator API")),
-    })
 }
 
 /// Runs a blocking coordinator call on the blocking pool.
@@ -153,6 +124,42 @@ fn unavailable(request: &TxnRequest, version: i16) -> Result<Box<dyn Encodable>,
             return Err("DescribeProducers needs no coordinator".into());
         }
     })
+}
+
+/// Whether a request needs a `__transaction_state` (or, for the offsets of
+/// a transaction, `__consumer_offsets`) partition that could not be loaded
+/// at start: it is then answered COORDINATOR_NOT_AVAILABLE, never served
+/// from a state missing that partition.
+fn needs_unavailable_partition(
+    broker: &Broker,
+    c: &TransactionCoordinator,
+    request: &TxnRequest,
+    version: i16,
+) -> bool {
+    let txn = |id: &str| c.unavailable_reason(id).is_some();
+    let group = |g: &str| {
+        broker
+            .groups
+            .get()
+            .is_some_and(|groups| groups.unavailable_reason(g).is_some())
+    };
+    match request {
+        TxnRequest::AddPartitionsToTxn(r) if version < 4 => {
+            txn(r.v3_and_below_transactional_id.0.as_str())
+        }
+        TxnRequest::AddPartitionsToTxn(r) => r
+            .transactions
+            .iter()
+            .any(|t| txn(t.transactional_id.0.as_str())),
+        TxnRequest::AddOffsetsToTxn(r) => {
+            txn(r.transactional_id.0.as_str()) || group(r.group_id.0.as_str())
+        }
+        TxnRequest::TxnOffsetCommit(r) => {
+            txn(r.transactional_id.0.as_str()) || group(r.group_id.0.as_str())
+        }
+        TxnRequest::EndTxn(r) => txn(r.transactional_id.0.as_str()),
+        _ => false,
+    }
 }
 
 /// A response `encode_response` can write (object-safe stand-in).
@@ -273,6 +280,9 @@ pub async fn handle(
     let Some(c) = broker.txns.get().map(Arc::clone) else {
         return unavailable(&request, version)?.encode(api_key, version, correlation_id);
     };
+    if needs_unavailable_partition(broker, &c, &request, version) {
+        return unavailable(&request, version)?.encode(api_key, version, correlation_id);
+    }
     let b = Arc::clone(broker);
     let exists = move |topic: &str, partition: i32| b.partitions.get(topic, partition).is_some();
     match request {
@@ -330,6 +340,13 @@ pub async fn init_producer_id(
     let Some(c) = broker.txns.get().map(Arc::clone) else {
         return failed(ResponseError::CoordinatorNotAvailable.code());
     };
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| c.unavailable_reason(id.0.as_str()).is_some())
+    {
+        return failed(ResponseError::CoordinatorNotAvailable.code());
+    }
     match blocking(move || c.handle_init_producer_id(version, &request)).await {
         Ok(response) => response,
         Err(reason) => {

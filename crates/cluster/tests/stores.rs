@@ -1,0 +1,610 @@
+//! The cluster stores against a real PostgreSQL: migrations, membership,
+//! shard leases, fenced coordinator state, topics and configs, producer-id
+//! blocks and event logs.
+
+mod support;
+
+use {
+    assert2::check,
+    krabka_cluster::{
+        ClusterError, Fence, LeaseTiming, ShardId, ShardKind,
+        events::NewEvent,
+        migrate::{self, Migration},
+        state::{StateRecord, StoredEntry},
+        topics::TopicRecord,
+    },
+    krabka_ids::{BrokerId, ProducerEpoch, ProducerId},
+    std::{collections::BTreeMap, time::Duration},
+    support::{LONG, cluster, eventually, expire_broker, expire_shard, register, registration},
+};
+
+fn rec(key: &str, value: Option<&str>) -> StateRecord {
+    StateRecord {
+        key: key.as_bytes().to_vec(),
+        value: value.map(|v| v.as_bytes().to_vec()),
+    }
+}
+
+fn committed(entries: &[StoredEntry]) -> Vec<(String, String)> {
+    entries
+        .iter()
+        .filter_map(|e| match e {
+            StoredEntry::Committed { key, value } => Some((
+                String::from_utf8_lossy(key).into_owned(),
+                String::from_utf8_lossy(value).into_owned(),
+            )),
+            StoredEntry::Pending { .. } => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn migrations_run_once_even_when_brokers_start_together() {
+    let Some(db) = krabka_test_support::TestDatabase::create().await else {
+        return;
+    };
+    let config = krabka_cluster::DatabaseConfig::new(db.url());
+    let starts = (0..4).map(|_| {
+        let config = config.clone();
+        async move { krabka_cluster::Cluster::connect(&config).await }
+    });
+    let clusters: Vec<_> = join_all(starts).await;
+    let ids: Vec<String> = clusters
+        .into_iter()
+        .map(|c| c.expect("connect").cluster_id().to_owned())
+        .collect();
+    check!(
+        ids.iter().all(|id| id == &ids[0]),
+        "one shared cluster id: {ids:?}"
+    );
+    check!(ids[0].len() == 22);
+
+    let conn = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .map(|(client, connection)| {
+            tokio::spawn(connection);
+            client
+        })
+        .expect("connect");
+    let rows = conn
+        .query(
+            "SELECT version FROM krabka_schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .expect("migrations table");
+    let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    check!(versions == vec![migrate::latest_version()]);
+}
+
+async fn join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("task"));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_the_binary_is_refused() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let mut newer = migrate::MIGRATIONS.to_vec();
+    newer.push(Migration {
+        version: migrate::latest_version() + 1,
+        name: "from the future",
+        sql: "CREATE TABLE future_things (id integer)",
+    });
+    let before = migrate::migrate_with(cluster.database(), &newer)
+        .await
+        .expect("the newer binary migrates");
+    check!(before == migrate::latest_version());
+    assert2::assert!(let Err(ClusterError::SchemaTooNew { found, supported }) =
+            migrate::migrate(cluster.database()).await
+    );
+    check!(found == migrate::latest_version() + 1);
+    check!(supported == migrate::latest_version());
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_reported_as_such() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let mut config =
+        krabka_cluster::DatabaseConfig::new(format!("postgresql://postgres@127.0.0.1:{port}/x"));
+    config.connect_timeout = Duration::from_secs(2);
+    assert2::assert!(let Err(e) = krabka_cluster::Cluster::connect(&config).await);
+    check!(e.is_unavailable(), "{e}");
+}
+
+#[tokio::test]
+async fn a_node_id_held_by_a_live_broker_is_refused() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let first = register(&cluster, 1).await;
+    assert2::assert!(let Err(ClusterError::NodeIdTaken { node, listeners, remaining_ms }) =
+            cluster.register_broker(&registration(1), &LONG).await
+    );
+    check!(node == BrokerId(1));
+    check!(listeners == "PLAINTEXT://127.0.0.1:9001");
+    check!(remaining_ms > 0);
+
+    // Once the holder's lease lapsed, the id is free again, with a new epoch.
+    expire_broker(&cluster, &first).await;
+    let second = cluster
+        .register_broker(&registration(1), &LONG)
+        .await
+        .expect("the lapsed id is free");
+    check!(second.epoch > first.epoch);
+    // The first registration is dead: it can neither renew nor write.
+    let renewal = cluster.renew(&first, &[], &LONG).await.expect("renew");
+    check!(!renewal.registered);
+    assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.allocate_producer_ids(&first, 10).await);
+}
+
+#[tokio::test]
+async fn the_same_incarnation_re_registers_with_a_new_epoch() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let reg = registration(7);
+    let first = cluster
+        .register_broker(&reg, &LONG)
+        .await
+        .expect("register");
+    let again = cluster
+        .register_broker(&reg, &LONG)
+        .await
+        .expect("re-register");
+    check!(again.epoch > first.epoch);
+    let brokers = cluster.brokers().await.expect("brokers");
+    check!(brokers.len() == 1);
+    check!(brokers[0].live);
+    check!(brokers[0].epoch == again.epoch);
+}
+
+#[tokio::test]
+async fn a_lease_lapses_by_the_database_clock() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let short = LeaseTiming {
+        duration: Duration::from_millis(300),
+        renew_interval: Duration::from_millis(100),
+        safety_margin: Duration::from_millis(50),
+    };
+    let broker = cluster
+        .register_broker(&registration(3), &short)
+        .await
+        .expect("register");
+    let shard = ShardId::new(ShardKind::ConsumerOffsets, 0);
+    let lease = cluster
+        .acquire_shard(&broker, shard, &short)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let renewal = cluster
+        .renew(&broker, &[lease], &short)
+        .await
+        .expect("renew");
+    check!(renewal.registered);
+    check!(renewal.shards == vec![lease]);
+    eventually("the broker's lease to lapse", async || {
+        !cluster.brokers().await.expect("brokers")[0].live
+    })
+    .await;
+    eventually("the shard's lease to lapse", async || {
+        !cluster.shard_owners().await.expect("owners")[0].live
+    })
+    .await;
+    let renewal = cluster
+        .renew(&broker, &[lease], &short)
+        .await
+        .expect("renew");
+    check!(!renewal.registered);
+    check!(renewal.shards.is_empty());
+    // A lapsed broker cannot acquire either.
+    check!(
+        cluster
+            .acquire_shard(&broker, ShardId::new(ShardKind::ConsumerOffsets, 1), &short)
+            .await
+            .expect("acquire")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn shard_leases_pass_between_brokers_with_growing_epochs() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let two = register(&cluster, 2).await;
+    let shard = ShardId::new(ShardKind::TransactionState, 4);
+
+    let first = cluster
+        .acquire_shard(&one, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    check!(first.owner == BrokerId(1));
+    check!(
+        cluster
+            .acquire_shard(&two, shard, &LONG)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    check!(
+        cluster
+            .acquire_shard(&one, shard, &LONG)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Renewal only renews what is still held.
+    let other = ShardId::new(ShardKind::TransactionState, 5);
+    let renewal = cluster.renew(&one, &[first], &LONG).await.unwrap();
+    check!(renewal.shards == vec![first]);
+
+    expire_shard(&cluster, &first).await;
+    let second = cluster
+        .acquire_shard(&two, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    check!(second.epoch > first.epoch);
+    check!(
+        cluster
+            .renew(&one, &[first], &LONG)
+            .await
+            .unwrap()
+            .shards
+            .is_empty()
+    );
+
+    check!(cluster.release_shard(&second).await.unwrap());
+    check!(!cluster.release_shard(&second).await.unwrap());
+    let third = cluster
+        .acquire_shard(&one, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    check!(third.epoch > second.epoch);
+
+    let owners = cluster.shard_owners().await.unwrap();
+    assert2::assert!(let Some(row) = owners.iter().find(|o| o.shard == shard));
+    check!(row.owner == Some(BrokerId(1)));
+    check!(row.epoch == third.epoch);
+    check!(row.live);
+    check!(owners.iter().all(|o| o.shard != other));
+
+    // A clean shutdown releases everything at once.
+    cluster.deregister_broker(&one).await.unwrap();
+    let third_again = cluster
+        .acquire_shard(&two, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    check!(third_again.epoch > third.epoch);
+    check!(
+        cluster
+            .brokers()
+            .await
+            .unwrap()
+            .iter()
+            .any(|b| b.node == BrokerId(1) && !b.live)
+    );
+}
+
+#[tokio::test]
+async fn a_deposed_owner_cannot_write_state() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let two = register(&cluster, 2).await;
+    let shard = ShardId::new(ShardKind::ConsumerOffsets, 7);
+    let old = cluster
+        .acquire_shard(&one, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    cluster
+        .write_state(&old, &[rec("g1", Some("gen1")), rec("o1", Some("10"))])
+        .await
+        .expect("the owner writes");
+
+    expire_shard(&cluster, &old).await;
+    // Lapsed, not yet taken: still refused (the database's clock decides).
+    assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.write_state(&old, &[rec("o1", Some("11"))]).await);
+    let new = cluster
+        .acquire_shard(&two, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.write_state(&old, &[rec("o1", Some("12"))]).await);
+    assert2::assert!(let Err(ClusterError::Fenced(_)) =
+            cluster.write_pending(&old, (ProducerId(5), ProducerEpoch(0)), &[rec("o2", Some("1"))]).await
+    );
+    assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.complete_pending(&old, ProducerId(5), true).await);
+
+    // The new owner loads what the old one wrote, and nothing after its fall.
+    let loaded = cluster.read_state(shard).await.unwrap();
+    check!(committed(&loaded) == vec![("g1".into(), "gen1".into()), ("o1".into(), "10".into())]);
+    cluster
+        .write_state(&new, &[rec("o1", Some("13"))])
+        .await
+        .unwrap();
+    let loaded = cluster.read_state(shard).await.unwrap();
+    check!(committed(&loaded) == vec![("g1".into(), "gen1".into()), ("o1".into(), "13".into())]);
+}
+
+#[tokio::test]
+async fn state_is_compacted_by_key_and_replayed_in_write_order() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let shard = ShardId::new(ShardKind::ConsumerOffsets, 0);
+    let lease = cluster
+        .acquire_shard(&one, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    cluster
+        .write_state(
+            &lease,
+            &[
+                rec("a", Some("1")),
+                rec("b", Some("1")),
+                rec("c", Some("1")),
+            ],
+        )
+        .await
+        .unwrap();
+    cluster
+        .write_state(
+            &lease,
+            &[rec("a", Some("2")), rec("b", None), rec("a", Some("3"))],
+        )
+        .await
+        .unwrap();
+    let loaded = cluster.read_state(shard).await.unwrap();
+    check!(committed(&loaded) == vec![("c".into(), "1".into()), ("a".into(), "3".into())]);
+    // Other shards and kinds are separate.
+    check!(
+        cluster
+            .read_state(ShardId::new(ShardKind::ConsumerOffsets, 1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    check!(
+        cluster
+            .read_state(ShardId::new(ShardKind::TransactionState, 0))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn transactional_records_wait_for_their_marker() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let shard = ShardId::new(ShardKind::ConsumerOffsets, 3);
+    let lease = cluster
+        .acquire_shard(&one, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    cluster
+        .write_state(&lease, &[rec("o1", Some("5")), rec("o2", Some("5"))])
+        .await
+        .unwrap();
+    let committer = (ProducerId(100), ProducerEpoch(2));
+    let aborter = (ProducerId(200), ProducerEpoch(0));
+    cluster
+        .write_pending(&lease, committer, &[rec("o1", Some("9")), rec("o2", None)])
+        .await
+        .unwrap();
+    cluster
+        .write_pending(&lease, aborter, &[rec("o3", Some("1"))])
+        .await
+        .unwrap();
+
+    let loaded = cluster.read_state(shard).await.unwrap();
+    check!(committed(&loaded) == vec![("o1".into(), "5".into()), ("o2".into(), "5".into())]);
+    let pending: Vec<_> = loaded
+        .iter()
+        .filter_map(|e| match e {
+            StoredEntry::Pending {
+                producer,
+                epoch,
+                key,
+                value,
+            } => Some((producer.0, epoch.0, key.clone(), value.clone())),
+            StoredEntry::Committed { .. } => None,
+        })
+        .collect();
+    check!(
+        pending
+            == vec![
+                (100, 2, b"o1".to_vec(), Some(b"9".to_vec())),
+                (100, 2, b"o2".to_vec(), None),
+                (200, 0, b"o3".to_vec(), Some(b"1".to_vec())),
+            ]
+    );
+
+    check!(
+        cluster
+            .complete_pending(&lease, ProducerId(100), true)
+            .await
+            .unwrap()
+            == 2
+    );
+    check!(
+        cluster
+            .complete_pending(&lease, ProducerId(200), false)
+            .await
+            .unwrap()
+            == 1
+    );
+    let loaded = cluster.read_state(shard).await.unwrap();
+    check!(
+        loaded
+            == vec![StoredEntry::Committed {
+                key: b"o1".to_vec(),
+                value: b"9".to_vec()
+            }]
+    );
+}
+
+#[tokio::test]
+async fn topics_and_configs_are_shared_with_a_version() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let v0 = cluster.metadata_version().await.unwrap();
+    let topic = TopicRecord {
+        name: "orders".into(),
+        id: uuid::Uuid::new_v4(),
+        partitions: vec![BrokerId(1), BrokerId(2), BrokerId(3)],
+        configs: BTreeMap::from([("retention.ms".to_owned(), "1000".to_owned())]),
+    };
+    let v1 = cluster.create_topic(&topic).await.unwrap();
+    check!(v1 > v0);
+    assert2::assert!(let Err(ClusterError::TopicExists(name)) = cluster.create_topic(&topic).await);
+    check!(name == "orders");
+
+    let snapshot = cluster.load_metadata().await.unwrap();
+    check!(snapshot.version == v1);
+    check!(snapshot.topics.get("orders") == Some(&topic));
+
+    let v2 = cluster
+        .add_partitions("orders", 3, &[BrokerId(2)])
+        .await
+        .unwrap();
+    check!(v2 > v1);
+    assert2::assert!(let Err(ClusterError::Invalid(_)) = cluster.add_partitions("orders", 3, &[BrokerId(2)]).await);
+    let configs = BTreeMap::from([("cleanup.policy".to_owned(), "compact".to_owned())]);
+    let v3 = cluster.set_topic_configs("orders", &configs).await.unwrap();
+    let v4 = cluster
+        .set_broker_configs(
+            "",
+            &BTreeMap::from([("log.retention.ms".to_owned(), "5".to_owned())]),
+        )
+        .await
+        .unwrap();
+    check!(v4 > v3 && v3 > v2);
+    let snapshot = cluster.load_metadata().await.unwrap();
+    assert2::assert!(let Some(orders) = snapshot.topics.get("orders"));
+    check!(orders.partitions == vec![BrokerId(1), BrokerId(2), BrokerId(3), BrokerId(2)]);
+    check!(orders.configs == configs);
+    check!(snapshot.broker_configs[""]["log.retention.ms"] == "5");
+
+    let (id, v5) = cluster.delete_topic("orders").await.unwrap();
+    check!(id == topic.id);
+    check!(v5 > v4);
+    check!(cluster.load_metadata().await.unwrap().topics.is_empty());
+    assert2::assert!(let Err(ClusterError::UnknownTopic(_)) = cluster.delete_topic("orders").await);
+    assert2::assert!(let Err(ClusterError::UnknownTopic(_)) = cluster.set_topic_configs("orders", &configs).await);
+}
+
+#[tokio::test]
+async fn producer_id_blocks_never_overlap() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let brokers = [
+        register(&cluster, 1).await,
+        register(&cluster, 2).await,
+        register(&cluster, 3).await,
+    ];
+    let mut tasks = Vec::new();
+    for broker in brokers {
+        for _ in 0..10 {
+            let cluster = cluster.clone();
+            tasks.push(tokio::spawn(async move {
+                cluster
+                    .allocate_producer_ids(&broker, 1000)
+                    .await
+                    .expect("allocate")
+            }));
+        }
+    }
+    let mut blocks = Vec::new();
+    for task in tasks {
+        blocks.push(task.await.unwrap());
+    }
+    blocks.sort_by_key(|b| b.start);
+    check!(blocks.first().map(|b| b.start) == Some(0));
+    for pair in blocks.windows(2) {
+        check!(
+            pair[0].end == pair[1].start,
+            "blocks {pair:?} are dense and disjoint"
+        );
+    }
+    assert2::assert!(let Err(ClusterError::Invalid(_)) = cluster.allocate_producer_ids(&brokers[0], 0).await);
+}
+
+#[tokio::test]
+async fn event_logs_hand_out_dense_offsets_under_a_fence() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let fence = Fence::Broker(one);
+    let mut tasks = Vec::new();
+    for i in 0..8u8 {
+        let cluster = cluster.clone();
+        tasks.push(tokio::spawn(async move {
+            cluster
+                .append_events(
+                    &fence,
+                    2,
+                    &[
+                        NewEvent {
+                            key: None,
+                            value: Some(vec![i]),
+                        },
+                        NewEvent {
+                            key: Some(vec![i]),
+                            value: None,
+                        },
+                    ],
+                )
+                .await
+                .expect("append")
+        }));
+    }
+    let mut offsets = Vec::new();
+    for task in tasks {
+        let got = task.await.unwrap();
+        check!(got.len() == 2);
+        check!(got[1] == got[0] + 1);
+        offsets.extend(got);
+    }
+    offsets.sort_unstable();
+    check!(offsets == (0..16).collect::<Vec<i64>>());
+    let events = cluster.read_events(2, 5, 100).await.unwrap();
+    check!(events.iter().map(|e| e.offset).collect::<Vec<_>>() == (5..16).collect::<Vec<i64>>());
+    check!(cluster.read_events(3, 0, 100).await.unwrap().is_empty());
+
+    expire_broker(&cluster, &one).await;
+    assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.append_events(&fence, 2, &[NewEvent::default()]).await);
+    check!(cluster.read_events(2, 16, 10).await.unwrap().is_empty());
+}

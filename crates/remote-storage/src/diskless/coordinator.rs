@@ -1,0 +1,142 @@
+//! The batch coordinator: the one authority on the order and offsets of
+//! diskless batches.
+//!
+//! Brokers hold no diskless state of their own; everything they must agree
+//! on goes through this trait, and an implementation makes each call one
+//! atomic step (in PostgreSQL, one transaction that locks the partitions
+//! it touches in a fixed order). That is what lets any broker accept
+//! produce for any partition: two brokers committing at once are ordered
+//! by the coordinator, never by each other.
+
+use {
+    super::types::{
+        BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches, FoundBatches,
+        ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer, PartitionError,
+        RetentionOutcome, RetentionPolicy,
+    },
+    crate::RemoteStorageError,
+    async_trait::async_trait,
+    uuid::Uuid,
+};
+
+/// Orders diskless batches and answers where they are.
+///
+/// Guarantees every implementation keeps (checked by
+/// [`conformance`](super::conformance)):
+///
+/// - offsets of a partition are dense and increase in commit order; a
+///   committed batch is visible to every later call;
+/// - a commit is all or nothing for the batches it accepts, and refusing
+///   one batch does not refuse the others;
+/// - an idempotent producer's retried batch is answered with its original
+///   offsets and adds nothing; a batch whose sequence does not follow, or
+///   whose epoch is stale, is refused with Kafka's error;
+/// - an object none of whose batches is live any more (never accepted,
+///   deleted by retention, DeleteRecords or topic deletion) is offered for
+///   deletion once it has been dead for the grace period, and never before.
+#[async_trait]
+pub trait BatchCoordinator: Send + Sync + std::fmt::Debug {
+    /// Makes `partitions` known, each starting empty at offset 0. Creating
+    /// a partition that already exists changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator itself fails.
+    async fn create_partitions(
+        &self,
+        partitions: &[DisklessPartition],
+    ) -> Result<(), RemoteStorageError>;
+
+    /// Commits an uploaded object: each batch is accepted (and assigned
+    /// offsets) or refused on its own; the answers are in batch order.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails; then nothing of
+    /// the object was committed.
+    async fn commit_object(
+        &self,
+        commit: &ObjectCommit,
+    ) -> Result<Vec<Result<Committed, BatchError>>, RemoteStorageError>;
+
+    /// Finds the batches that answer each fetch, in request order.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn find_batches(
+        &self,
+        requests: &[FindBatches],
+    ) -> Result<Vec<Result<FoundBatches, PartitionError>>, RemoteStorageError>;
+
+    /// Answers ListOffsets questions, in request order.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn list_offsets(
+        &self,
+        requests: &[ListOffsetsQuery],
+    ) -> Result<Vec<Result<OffsetAnswer, PartitionError>>, RemoteStorageError>;
+
+    /// The offsets and sizes of partitions, in request order.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn log_info(
+        &self,
+        partitions: &[DisklessPartition],
+    ) -> Result<Vec<Result<LogInfo, PartitionError>>, RemoteStorageError>;
+
+    /// Moves log start offsets forward (Kafka's DeleteRecords); answers the
+    /// new log start offset of each, in request order. An offset above the
+    /// high watermark is `OFFSET_OUT_OF_RANGE`; one below the current log
+    /// start changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn delete_records(
+        &self,
+        requests: &[DeleteRecords],
+    ) -> Result<Vec<Result<i64, PartitionError>>, RemoteStorageError>;
+
+    /// Applies time and size retention at time `now_ms`, removing whole
+    /// batches from the start of each partition; answers in request order.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn enforce_retention(
+        &self,
+        policies: &[RetentionPolicy],
+        now_ms: i64,
+    ) -> Result<Vec<Result<RetentionOutcome, PartitionError>>, RemoteStorageError>;
+
+    /// Forgets every partition of these topics; their objects become dead.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn delete_topics(&self, topic_ids: &[Uuid]) -> Result<(), RemoteStorageError>;
+
+    /// Objects dead since `dead_before_ms` or earlier: the cleaner deletes
+    /// them from the store, then calls [`delete_objects`](Self::delete_objects).
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn objects_to_delete(
+        &self,
+        dead_before_ms: i64,
+    ) -> Result<Vec<ObjectKey>, RemoteStorageError>;
+
+    /// Forgets objects the cleaner removed from the store. Keys that are
+    /// not dead (or not known) are left alone.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn delete_objects(&self, keys: &[ObjectKey]) -> Result<(), RemoteStorageError>;
+}

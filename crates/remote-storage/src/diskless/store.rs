@@ -1,0 +1,227 @@
+//! Where diskless objects live: create-only uploads, ranged reads through a
+//! bounded cache, deletes by the cleaner.
+//!
+//! Any `object_store` backend serves (a local directory for a single node
+//! or tests, S3, GCS). Every object gets a fresh random key, so an upload
+//! is a create-only PUT and a retry that finds the key taken means an
+//! earlier attempt of the same upload landed. Reads go through an
+//! [`ObjectCache`]: objects this broker just wrote are put there whole
+//! (the consumers that follow producers then never reach the store), and
+//! reads of older data use a separate, smaller budget so a lagging reader
+//! cannot evict the hot tail.
+
+use {
+    super::{cache::ObjectCache, types::ObjectKey},
+    crate::RemoteStorageError,
+    bytes::Bytes,
+    object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutOptions, PutPayload, path::Path},
+    std::{ops::Range, sync::Arc, time::Duration},
+};
+
+/// Upload attempts before a create-only PUT is given up.
+const UPLOAD_ATTEMPTS: u32 = 5;
+/// The first retry's delay; it doubles each time.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The diskless object store of one broker.
+#[derive(Debug, Clone)]
+pub struct DisklessStore {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    cache: Arc<ObjectCache>,
+}
+
+fn backend(action: &str, key: &ObjectKey, e: &object_store::Error) -> RemoteStorageError {
+    RemoteStorageError::Backend {
+        message: format!("{action} diskless object {key}: {e}"),
+    }
+}
+
+impl DisklessStore {
+    /// Objects in `store` under `prefix` (may be empty), read through `cache`.
+    #[must_use]
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str, cache: Arc<ObjectCache>) -> Self {
+        Self {
+            store,
+            prefix: prefix.trim_matches('/').to_owned(),
+            cache,
+        }
+    }
+
+    /// A key no object has: `<prefix>/diskless/<random id>`.
+    #[must_use]
+    pub fn new_key(&self) -> ObjectKey {
+        let id = krabka_ids::kafka_uuid(uuid::Uuid::new_v4());
+        if self.prefix.is_empty() {
+            ObjectKey(format!("diskless/{id}"))
+        } else {
+            ObjectKey(format!("{}/diskless/{id}", self.prefix))
+        }
+    }
+
+    /// Uploads a finished object under a fresh key with a create-only PUT,
+    /// retrying transient failures with backoff; on success the object is
+    /// cached as hot data.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError::Backend`] when every attempt failed.
+    pub async fn put(&self, key: &ObjectKey, bytes: Bytes) -> Result<(), RemoteStorageError> {
+        let path = Path::from(key.0.as_str());
+        let mut backoff = FIRST_BACKOFF;
+        let mut attempt = 1;
+        loop {
+            let options = PutOptions {
+                mode: PutMode::Create,
+                ..PutOptions::default()
+            };
+            match self
+                .store
+                .put_opts(&path, PutPayload::from_bytes(bytes.clone()), options)
+                .await
+            {
+                // The key is ours alone: taken means an earlier attempt landed.
+                Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => break,
+                Err(e) if attempt >= UPLOAD_ATTEMPTS => return Err(backend("upload", key, &e)),
+                Err(e) => {
+                    tracing::warn!(object = %key, attempt, error = %e, "diskless upload failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                    attempt += 1;
+                }
+            }
+        }
+        self.cache.insert_written(key, bytes);
+        Ok(())
+    }
+
+    /// Reads a byte range of an object, from the cache when it holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError::Backend`] when the store fails;
+    /// [`RemoteStorageError::InvalidRange`] for a range the object does
+    /// not have.
+    pub async fn read(
+        &self,
+        key: &ObjectKey,
+        range: Range<u64>,
+    ) -> Result<Bytes, RemoteStorageError> {
+        if let Some(bytes) = self.cache.get(key, range.clone()) {
+            return Ok(bytes);
+        }
+        let path = Path::from(key.0.as_str());
+        let bytes = self
+            .store
+            .get_range(&path, range.clone())
+            .await
+            .map_err(|e| backend("read", key, &e))?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(RemoteStorageError::InvalidRange {
+                start: range.start,
+                end: Some(range.end),
+                size: bytes.len() as u64,
+            });
+        }
+        self.cache.insert_read(key, range.start, bytes.clone());
+        Ok(bytes)
+    }
+
+    /// Deletes an object (one already gone is fine) and drops it from the
+    /// cache.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError::Backend`] when the store fails.
+    pub async fn delete(&self, key: &ObjectKey) -> Result<(), RemoteStorageError> {
+        self.cache.remove(key);
+        match self.store.delete(&Path::from(key.0.as_str())).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(backend("delete", key, &e)),
+        }
+    }
+
+    /// Keys of every object under this store's prefix (for tests and
+    /// operators: what the cleaner has left).
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError::Backend`] when listing fails.
+    pub async fn list(&self) -> Result<Vec<ObjectKey>, RemoteStorageError> {
+        use futures_util::TryStreamExt as _;
+        let prefix = if self.prefix.is_empty() {
+            Path::from("diskless")
+        } else {
+            Path::from(format!("{}/diskless", self.prefix))
+        };
+        let objects: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| RemoteStorageError::Backend {
+                message: format!("list diskless objects under {prefix}: {e}"),
+            })?;
+        Ok(objects
+            .into_iter()
+            .map(|o| ObjectKey(o.location.to_string()))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        crate::diskless::{DisklessPartition, ObjectBuilder, ObjectFile},
+        assert2::check,
+        object_store::local::LocalFileSystem,
+    };
+
+    fn store(dir: &std::path::Path, cache_bytes: u64) -> DisklessStore {
+        let fs = LocalFileSystem::new_with_prefix(dir).unwrap();
+        DisklessStore::new(
+            Arc::new(fs),
+            "cluster-a",
+            Arc::new(ObjectCache::new(cache_bytes, cache_bytes / 4)),
+        )
+    }
+
+    #[tokio::test]
+    async fn an_object_round_trips_through_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = store(dir.path(), 0);
+        let mut builder = ObjectBuilder::new();
+        let p = DisklessPartition::new(uuid::Uuid::from_u128(1), 2);
+        let placed = builder.push(p, b"first batch").unwrap();
+        builder.push(p, b"second").unwrap();
+        let bytes = builder.finish();
+        let key = s.new_key();
+        check!(key.0.starts_with("cluster-a/diskless/"));
+        s.put(&key, bytes.clone()).await.unwrap();
+        // A retried upload of the same object is not an error.
+        s.put(&key, bytes.clone()).await.unwrap();
+        let range = placed.position..placed.position + u64::from(placed.size);
+        check!(s.read(&key, range).await.unwrap() == &b"first batch"[..]);
+        let whole = s.read(&key, 0..bytes.len() as u64).await.unwrap();
+        check!(ObjectFile::parse(&whole).unwrap().batches().len() == 2);
+        check!(s.list().await.unwrap() == std::slice::from_ref(&key));
+        s.delete(&key).await.unwrap();
+        s.delete(&key).await.unwrap();
+        check!(s.list().await.unwrap().is_empty());
+        check!(s.read(&key, 0..4).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn written_objects_are_served_from_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = store(dir.path(), 1 << 20);
+        let key = s.new_key();
+        s.put(&key, Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        // Gone from the store, still served: the read came from the cache.
+        std::fs::remove_dir_all(dir.path().join("cluster-a")).unwrap();
+        check!(s.read(&key, 2..5).await.unwrap() == &b"234"[..]);
+    }
+}

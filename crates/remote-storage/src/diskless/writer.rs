@@ -1,0 +1,516 @@
+//! The produce side of diskless topics: one shared open object per broker,
+//! closed by size or time, uploaded, then committed in order.
+//!
+//! Every diskless batch a broker receives — any partition, any client —
+//! goes into the one open object, so the number of PUTs follows the bytes
+//! written, not the number of partitions. The object closes when it
+//! reaches `max_object_bytes` or `commit_interval` after its first batch.
+//! Closed objects upload side by side (up to `upload_parallelism`), but
+//! they are committed strictly in the order they were opened: a producer's
+//! consecutive batches may sit in consecutive objects, and the coordinator
+//! must see them in order. Each batch's sender is answered after the
+//! commit, with its offsets or its refusal.
+//!
+//! A failed upload or a failed commit answers every batch of the object
+//! with a retriable error; nothing of it is visible. An object whose upload
+//! failed does not exist; one whose commit failed is left in the store,
+//! because a commit that failed on the way back may still have happened —
+//! such an object is never deleted here.
+
+use {
+    super::{
+        coordinator::BatchCoordinator,
+        object::ObjectBuilder,
+        store::DisklessStore,
+        types::{BatchError, CommitBatch, Committed, DisklessPartition, ObjectCommit},
+    },
+    crate::RemoteStorageError,
+    bytes::Bytes,
+    krabka_ids::BrokerId,
+    std::{
+        sync::{Arc, Mutex, PoisonError},
+        time::Duration,
+    },
+    tokio::{
+        sync::{Notify, Semaphore, mpsc, oneshot},
+        task::JoinHandle,
+        time::Instant,
+    },
+};
+
+/// How a broker's writer gathers and commits objects.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// The broker whose writer this is.
+    pub uploader: BrokerId,
+    /// An object closes once its batches reach this many bytes
+    /// (`diskless.object.max.bytes`).
+    pub max_object_bytes: usize,
+    /// An object closes this long after its first batch
+    /// (`diskless.commit.interval.ms`).
+    pub commit_interval: Duration,
+    /// Objects uploading at once.
+    pub upload_parallelism: usize,
+}
+
+/// Why a batch was not committed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The coordinator refused this batch (and only it).
+    #[error(transparent)]
+    Refused(#[from] BatchError),
+    /// The object could not be uploaded or committed; retriable.
+    #[error("diskless object not committed: {0}")]
+    Failed(String),
+    /// The writer is shutting down.
+    #[error("diskless writer stopped")]
+    Stopped,
+}
+
+/// The answer for one appended batch.
+pub type Appended = oneshot::Receiver<Result<Committed, WriteError>>;
+
+/// Told which partitions a commit made new offsets visible on.
+pub type OnCommit = Arc<dyn Fn(&[DisklessPartition]) + Send + Sync>;
+
+struct Waiting {
+    batch: CommitBatch,
+    done: oneshot::Sender<Result<Committed, WriteError>>,
+}
+
+#[derive(Default)]
+struct Open {
+    builder: ObjectBuilder,
+    waiting: Vec<Waiting>,
+    /// Counts opened objects, so a timer closes only the object it was set for.
+    generation: u64,
+    opened_at: Option<Instant>,
+}
+
+struct Closed {
+    bytes: Bytes,
+    waiting: Vec<Waiting>,
+}
+
+struct Shared {
+    config: WriterConfig,
+    open: Mutex<Open>,
+    opened: Notify,
+    closed: mpsc::Sender<Closed>,
+}
+
+/// A broker's diskless object writer.
+pub struct ObjectWriter {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ObjectWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectWriter")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the open object if it is `generation` (any, when `None`) and
+    /// has batches.
+    fn take(&self, generation: Option<u64>) -> Option<Closed> {
+        let mut open = self.lock();
+        if open.builder.is_empty() || generation.is_some_and(|g| g != open.generation) {
+            return None;
+        }
+        let taken = std::mem::take(&mut *open);
+        open.generation = taken.generation + 1;
+        Some(Closed {
+            bytes: taken.builder.finish(),
+            waiting: taken.waiting,
+        })
+    }
+}
+
+impl ObjectWriter {
+    /// Starts a writer uploading to `store` and committing to
+    /// `coordinator`; `on_commit` hears of every commit. Must be called
+    /// within a tokio runtime.
+    #[must_use]
+    pub fn start(
+        config: WriterConfig,
+        store: DisklessStore,
+        coordinator: Arc<dyn BatchCoordinator>,
+        on_commit: OnCommit,
+    ) -> Self {
+        let parallelism = config.upload_parallelism.max(1);
+        let (closed, closed_rx) = mpsc::channel(parallelism);
+        let shared = Arc::new(Shared {
+            config,
+            open: Mutex::default(),
+            opened: Notify::new(),
+            closed,
+        });
+        let (uploaded_tx, uploaded_rx) = mpsc::channel(parallelism);
+        let tasks = vec![
+            tokio::spawn(timer(Arc::clone(&shared))),
+            tokio::spawn(upload(
+                closed_rx,
+                uploaded_tx,
+                store,
+                Arc::new(Semaphore::new(parallelism)),
+                shared.config.uploader,
+            )),
+            tokio::spawn(commit(uploaded_rx, coordinator, on_commit)),
+        ];
+        Self { shared, tasks }
+    }
+
+    /// Adds one validated batch to the open object; the receiver gets its
+    /// offsets once the object is committed. `batch.position` and
+    /// `batch.size` are filled in here.
+    pub async fn append(&self, mut batch: CommitBatch, bytes: &[u8]) -> Appended {
+        let (done, appended) = oneshot::channel();
+        let full = {
+            let mut open = self.shared.lock();
+            match open.builder.push(batch.partition, bytes) {
+                Ok(placed) => {
+                    batch.position = placed.position;
+                    batch.size = placed.size;
+                    open.waiting.push(Waiting { batch, done });
+                    if open.opened_at.is_none() {
+                        open.opened_at = Some(Instant::now());
+                        self.shared.opened.notify_one();
+                    }
+                    (open.builder.data_len() >= self.shared.config.max_object_bytes)
+                        .then_some(open.generation)
+                }
+                Err(e) => {
+                    let _ = done.send(Err(WriteError::Failed(e.to_string())));
+                    None
+                }
+            }
+        };
+        if let Some(closed) = full.and_then(|generation| self.shared.take(Some(generation))) {
+            if let Err(mpsc::error::SendError(closed)) = self.shared.closed.send(closed).await {
+                for w in closed.waiting {
+                    let _ = w.done.send(Err(WriteError::Stopped));
+                }
+            }
+        }
+        appended
+    }
+
+    /// Closes the open object now, uploads and commits whatever is
+    /// pending, and stops.
+    pub async fn stop(self) {
+        if let Some(closed) = self.shared.take(None) {
+            let _ = self.shared.closed.send(closed).await;
+        }
+        let Self { shared, mut tasks } = self;
+        // The timer never ends by itself; the upload task ends when the
+        // last sender of closed objects (in `shared`) is gone.
+        let timer = tasks.remove(0);
+        timer.abort();
+        let _ = timer.await;
+        drop(shared);
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Closes each object `commit_interval` after its first batch.
+async fn timer(shared: Arc<Shared>) {
+    loop {
+        shared.opened.notified().await;
+        let (generation, deadline) = {
+            let open = shared.lock();
+            match open.opened_at {
+                Some(at) => (open.generation, at + shared.config.commit_interval),
+                None => continue,
+            }
+        };
+        tokio::time::sleep_until(deadline).await;
+        if let Some(closed) = shared.take(Some(generation)) {
+            if shared.closed.send(closed).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+struct Uploaded {
+    commit: ObjectCommit,
+    waiting: Vec<Waiting>,
+    upload: JoinHandle<Result<(), RemoteStorageError>>,
+}
+
+/// Starts uploads in the order objects closed, at most `parallel` at once,
+/// and hands them on in that order.
+async fn upload(
+    mut closed: mpsc::Receiver<Closed>,
+    uploaded: mpsc::Sender<Uploaded>,
+    store: DisklessStore,
+    parallel: Arc<Semaphore>,
+    uploader: BrokerId,
+) {
+    while let Some(Closed { bytes, waiting }) = closed.recv().await {
+        let Ok(permit) = Arc::clone(&parallel).acquire_owned().await else {
+            return;
+        };
+        let key = store.new_key();
+        let commit = ObjectCommit {
+            key: key.clone(),
+            uploader,
+            size: bytes.len() as u64,
+            batches: waiting.iter().map(|w| w.batch.clone()).collect(),
+        };
+        let store = store.clone();
+        let upload = tokio::spawn(async move {
+            let result = store.put(&key, bytes).await;
+            drop(permit);
+            result
+        });
+        if uploaded
+            .send(Uploaded {
+                commit,
+                waiting,
+                upload,
+            })
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// Commits uploaded objects strictly in order and answers their batches.
+async fn commit(
+    mut uploaded: mpsc::Receiver<Uploaded>,
+    coordinator: Arc<dyn BatchCoordinator>,
+    on_commit: OnCommit,
+) {
+    while let Some(Uploaded {
+        commit,
+        waiting,
+        upload,
+    }) = uploaded.recv().await
+    {
+        let outcome = match upload.await {
+            Ok(Ok(())) => coordinator
+                .commit_object(&commit)
+                .await
+                .map_err(|e| format!("commit of {}: {e}", commit.key)),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("upload task of {}: {e}", commit.key)),
+        };
+        match outcome {
+            Ok(answers) => {
+                let mut touched: Vec<DisklessPartition> = waiting
+                    .iter()
+                    .zip(&answers)
+                    .filter(|(_, a)| a.as_ref().is_ok_and(|c| !c.duplicate))
+                    .map(|(w, _)| w.batch.partition)
+                    .collect();
+                touched.sort_unstable();
+                touched.dedup();
+                if !touched.is_empty() {
+                    on_commit(&touched);
+                }
+                for (w, answer) in waiting.into_iter().zip(answers) {
+                    let _ = w.done.send(answer.map_err(WriteError::Refused));
+                }
+            }
+            Err(reason) => {
+                tracing::warn!(object = %commit.key, %reason, batches = waiting.len(), "diskless object not committed");
+                for w in waiting {
+                    let _ = w.done.send(Err(WriteError::Failed(reason.clone())));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        crate::diskless::{
+            DisklessPartition, FindBatches, InMemoryBatchCoordinator, ObjectCache, ObjectFile,
+            ProducerBatch,
+        },
+        assert2::check,
+        object_store::local::LocalFileSystem,
+        std::sync::atomic::{AtomicUsize, Ordering},
+    };
+
+    fn batch(partition: DisklessPartition, producer: Option<ProducerBatch>) -> CommitBatch {
+        CommitBatch {
+            partition,
+            position: 0,
+            size: 0,
+            offset_count: 2,
+            max_timestamp: 1,
+            producer,
+        }
+    }
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        store: DisklessStore,
+        coordinator: Arc<InMemoryBatchCoordinator>,
+        commits: Arc<AtomicUsize>,
+        partition: DisklessPartition,
+    }
+
+    async fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DisklessStore::new(
+            Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap()),
+            "",
+            Arc::new(ObjectCache::new(0, 0)),
+        );
+        let coordinator = Arc::new(InMemoryBatchCoordinator::new());
+        let partition = DisklessPartition::new(uuid::Uuid::new_v4(), 0);
+        coordinator.create_partitions(&[partition]).await.unwrap();
+        Fixture {
+            _dir: dir,
+            store,
+            coordinator,
+            commits: Arc::default(),
+            partition,
+        }
+    }
+
+    fn writer(f: &Fixture, max_object_bytes: usize, interval: Duration) -> ObjectWriter {
+        let commits = Arc::clone(&f.commits);
+        ObjectWriter::start(
+            WriterConfig {
+                uploader: BrokerId(1),
+                max_object_bytes,
+                commit_interval: interval,
+                upload_parallelism: 4,
+            },
+            f.store.clone(),
+            Arc::clone(&f.coordinator) as Arc<dyn BatchCoordinator>,
+            Arc::new(move |_| {
+                commits.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+    }
+
+    #[tokio::test]
+    async fn batches_of_many_appends_share_one_object_closed_by_time() {
+        let f = fixture().await;
+        let w = writer(&f, 1 << 20, Duration::from_millis(50));
+        let mut answers = Vec::new();
+        for i in 0..10u8 {
+            answers.push(w.append(batch(f.partition, None), &[i; 100]).await);
+        }
+        for (i, a) in answers.into_iter().enumerate() {
+            let committed = tokio::time::timeout(Duration::from_secs(30), a)
+                .await
+                .expect("answered within the deadline")
+                .unwrap()
+                .unwrap();
+            check!(committed.base_offset == 2 * i as i64);
+        }
+        let objects = f.store.list().await.unwrap();
+        check!(objects.len() == 1, "one PUT for all ten batches");
+        check!(f.commits.load(Ordering::SeqCst) == 1);
+        // 10 batches of 100 bytes, 10 footer entries of 36, an 18-byte trailer.
+        let bytes = f.store.read(&objects[0], 0..1378).await.unwrap();
+        let object = ObjectFile::parse(&bytes).unwrap();
+        check!(object.batches().len() == 10);
+        check!(object.batch_bytes(&object.batches()[3]) == &[3u8; 100][..]);
+        w.stop().await;
+    }
+
+    #[tokio::test]
+    async fn objects_close_by_size_and_commit_in_order() {
+        let f = fixture().await;
+        // Every second batch fills an object: many objects in flight.
+        let w = writer(&f, 150, Duration::from_secs(3600));
+        let producer = |seq| ProducerBatch {
+            producer_id: 5,
+            producer_epoch: 0,
+            base_sequence: seq,
+            last_sequence: seq + 1,
+        };
+        let mut answers = Vec::new();
+        for i in 0..40 {
+            answers.push(
+                w.append(batch(f.partition, Some(producer(2 * i))), &[1; 100])
+                    .await,
+            );
+        }
+        w.stop().await;
+        for (i, a) in answers.into_iter().enumerate() {
+            let committed = tokio::time::timeout(Duration::from_secs(30), a)
+                .await
+                .expect("answered within the deadline")
+                .unwrap()
+                .expect("in order, so no sequence is refused");
+            check!(committed.base_offset == 2 * i as i64);
+        }
+        check!(f.store.list().await.unwrap().len() == 20);
+        let found = f
+            .coordinator
+            .find_batches(&[FindBatches {
+                partition: f.partition,
+                offset: 0,
+                max_bytes: u32::MAX,
+            }])
+            .await
+            .unwrap();
+        check!(found[0].as_ref().unwrap().info.high_watermark == 80);
+    }
+
+    #[tokio::test]
+    async fn a_refused_batch_is_answered_alone_and_a_failed_upload_fails_all() {
+        let f = fixture().await;
+        let w = writer(&f, 1 << 20, Duration::from_millis(20));
+        let unknown = DisklessPartition::new(uuid::Uuid::new_v4(), 0);
+        let good = w.append(batch(f.partition, None), &[1; 10]).await;
+        let bad = w.append(batch(unknown, None), &[2; 10]).await;
+        check!(good.await.unwrap().is_ok());
+        check!(bad.await.unwrap() == Err(WriteError::Refused(BatchError::UnknownTopicOrPartition)));
+        w.stop().await;
+
+        // A store that cannot be written (its root is a file): every batch
+        // of the object fails.
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let broken = DisklessStore::new(
+            Arc::new(LocalFileSystem::new_with_prefix(file.path()).unwrap()),
+            "",
+            Arc::new(ObjectCache::new(0, 0)),
+        );
+        let w = ObjectWriter::start(
+            WriterConfig {
+                uploader: BrokerId(1),
+                max_object_bytes: 1,
+                commit_interval: Duration::from_secs(3600),
+                upload_parallelism: 1,
+            },
+            broken,
+            Arc::clone(&f.coordinator) as Arc<dyn BatchCoordinator>,
+            Arc::new(|_| {}),
+        );
+        let failed = w.append(batch(f.partition, None), &[3; 10]).await;
+        let answer = tokio::time::timeout(Duration::from_secs(60), failed)
+            .await
+            .expect("answered within the deadline")
+            .unwrap();
+        check!(matches!(answer, Err(WriteError::Failed(_))));
+        w.stop().await;
+        let info = f.coordinator.log_info(&[f.partition]).await.unwrap();
+        check!(
+            info[0].as_ref().unwrap().high_watermark == 2,
+            "nothing of it is visible"
+        );
+    }
+}
