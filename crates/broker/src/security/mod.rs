@@ -196,6 +196,9 @@ impl Security {
             .position(|l| l.bind == config.listener && l.advertised == config.advertised_listener)
             .unwrap_or(0);
         let class = lookup.raw("authorizer.class.name").unwrap_or_default();
+        if let Some(inter) = config.listeners.get(inter_broker) {
+            Self::check_internal_client(config, inter, &class)?;
+        }
         let authorizer = if class.trim().is_empty() {
             None
         } else {
@@ -237,6 +240,38 @@ impl Security {
             scram,
             failed_auth_delay: Duration::from_millis(delay_ms),
         })
+    }
+
+    /// The broker's internal Kafka client (tiered storage's metadata
+    /// manager, reaching `__remote_log_metadata` through the inter-broker
+    /// listener) speaks neither TLS nor SASL yet, and would be
+    /// `User:ANONYMOUS` to an authorizer: refuse the combinations where it
+    /// would fail later, with the reason, instead of stranding a tier.
+    fn check_internal_client(
+        config: &BrokerConfig,
+        inter: &ListenerSpec,
+        authorizer_class: &str,
+    ) -> Result<(), BrokerError> {
+        if !crate::remote::settings::system_enabled(config) {
+            return Ok(());
+        }
+        if inter.protocol != crate::config::SecurityProtocol::Plaintext {
+            return Err(BrokerError::Config(format!(
+                "remote.log.storage.system.enable needs a PLAINTEXT inter-broker listener \
+                 (inter.broker.listener.name; {} is {}): the broker's own metadata client \
+                 does not speak TLS or SASL yet",
+                inter.name,
+                inter.protocol.name()
+            )));
+        }
+        if !authorizer_class.trim().is_empty() {
+            return Err(BrokerError::Config(
+                "remote.log.storage.system.enable cannot be combined with authorizer.class.name \
+                 yet: the broker's own metadata client would not be authorized"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     fn endpoint(lookup: &Lookup<'_>, spec: &ListenerSpec) -> Result<Endpoint, BrokerError> {

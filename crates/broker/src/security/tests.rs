@@ -262,3 +262,135 @@ async fn secrets_are_described_as_sensitive() {
     check!(!bucket.is_sensitive);
     check!(bucket.value.as_ref().map(StrBytes::as_str) == Some("tier"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_topic_partitions_and_elect_leaders_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path(), &[]);
+    for topic in ["a-hidden", "b-open", "c-hidden", "d-open"] {
+        crate::handlers::admin::create_topic(&broker, topic, 1, -1, &[], BTreeMap::new(), false)
+            .await
+            .unwrap();
+    }
+    let authorizer = broker.security.authorizer.as_ref().unwrap();
+    check!(
+        authorizer
+            .create(&[
+                allow("alice", Operation::Describe, "b-open"),
+                allow("alice", Operation::Describe, "d-open"),
+            ])
+            .iter()
+            .all(Result::is_ok)
+    );
+    let alice = session(&broker, "alice");
+    let names = |r: &DescribeTopicPartitionsResponse| -> Vec<(String, i16)> {
+        r.topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),
+                    t.error_code,
+                )
+            })
+            .collect()
+    };
+
+    // Every topic: only the describable ones, paged without naming a
+    // hidden one in the cursor.
+    let mut request = DescribeTopicPartitionsRequest::default();
+    request.response_partition_limit = 1;
+    let response: DescribeTopicPartitionsResponse = call(
+        &broker,
+        &alice,
+        ApiKey::DescribeTopicPartitions,
+        0,
+        Request::DescribeTopicPartitions(request.clone()),
+    )
+    .await;
+    check!(names(&response) == vec![("b-open".to_owned(), 0)]);
+    let next = response
+        .next_cursor
+        .as_ref()
+        .map(|c| c.topic_name.0.as_str());
+    check!(next == Some("d-open"));
+    check!(response.topics[0].topic_authorized_operations == 1 << 8);
+    // A cursor naming a hidden topic goes on from the next visible one.
+    let mut hidden_cursor = describe_topic_partitions_request::Cursor::default();
+    hidden_cursor.topic_name = TopicName(StrBytes::from_static_str("c-hidden"));
+    request.cursor = Some(hidden_cursor);
+    let response: DescribeTopicPartitionsResponse = call(
+        &broker,
+        &alice,
+        ApiKey::DescribeTopicPartitions,
+        0,
+        Request::DescribeTopicPartitions(request),
+    )
+    .await;
+    check!(names(&response) == vec![("d-open".to_owned(), 0)]);
+    check!(response.next_cursor.is_none());
+
+    // Named topics: the hidden one is refused by name.
+    let mut request = DescribeTopicPartitionsRequest::default();
+    request.response_partition_limit = 10;
+    request.topics = ["a-hidden", "b-open"]
+        .into_iter()
+        .map(|n| {
+            let mut t = describe_topic_partitions_request::TopicRequest::default();
+            t.name = TopicName(StrBytes::from_static_str(n));
+            t
+        })
+        .collect();
+    let response: DescribeTopicPartitionsResponse = call(
+        &broker,
+        &alice,
+        ApiKey::DescribeTopicPartitions,
+        0,
+        Request::DescribeTopicPartitions(request),
+    )
+    .await;
+    check!(names(&response) == vec![("b-open".to_owned(), 0), ("a-hidden".to_owned(), 29)]);
+
+    // ElectLeaders needs ALTER on the cluster.
+    let mut partitions = elect_leaders_request::TopicPartitions::default();
+    partitions.topic = TopicName(StrBytes::from_static_str("b-open"));
+    partitions.partitions = vec![0];
+    let mut request = ElectLeadersRequest::default();
+    request.topic_partitions = Some(vec![partitions]);
+    let response: ElectLeadersResponse = call(
+        &broker,
+        &alice,
+        ApiKey::ElectLeaders,
+        2,
+        Request::ElectLeaders(request.clone()),
+    )
+    .await;
+    check!(response.error_code == 31);
+    check!(response.replica_election_results[0].partition_result[0].error_code == 31);
+    let admin = session(&broker, "admin");
+    let response: ElectLeadersResponse = call(
+        &broker,
+        &admin,
+        ApiKey::ElectLeaders,
+        2,
+        Request::ElectLeaders(request),
+    )
+    .await;
+    check!(response.error_code == 0);
+}
+
+#[test]
+fn tiered_storage_refuses_what_its_internal_client_cannot_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = RawSettings::default();
+    raw.set("log.dirs", &dir.path().display().to_string(), "test");
+    raw.set("remote.log.storage.system.enable", "true", "test");
+    raw.set(
+        "authorizer.class.name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "test",
+    );
+    let Err(error) = Broker::open(BrokerConfig::from_raw(&raw).unwrap()) else {
+        panic!("a tiered broker with an authorizer opened");
+    };
+    check!(error.to_string().contains("authorizer.class.name"));
+}
