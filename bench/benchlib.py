@@ -40,12 +40,13 @@ def wait_until(predicate, what, timeout=WAIT, step=0.001):
 class Broker:
     """One `krabka serve` process with its own data directory."""
 
-    def __init__(self, settings=None, prefix="krabka-bench-", directory=None, binary=None):
+    def __init__(self, settings=None, prefix="krabka-bench-", directory=None, binary=None, port=None):
         # A directory the caller names is the caller's: it is kept on stop.
         self.owns_dir = directory is None
         self.dir = tempfile.mkdtemp(prefix=prefix) if directory is None else directory
         self.data_dir = os.path.join(self.dir, "data")
-        self.port = free_port()
+        # A caller that lists more listeners names the PLAINTEXT port itself.
+        self.port = port or free_port()
         self.bootstrap = "127.0.0.1:%d" % self.port
         merged = {
             "listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,

@@ -101,8 +101,9 @@ def loopback_mb_s(seconds=3.0):
     return received[0] / elapsed / MB
 
 
-def confluent_produce(bootstrap, topic, size, seconds, acks="1"):
-    """confluent-kafka producing `size`-byte records as fast as it can."""
+def confluent_produce(bootstrap, topic, size, seconds, acks="1", extra=None):
+    """confluent-kafka producing `size`-byte records as fast as it can
+    (`extra`: more client settings, e.g. security)."""
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "acks": acks,
@@ -111,6 +112,7 @@ def confluent_produce(bootstrap, topic, size, seconds, acks="1"):
         "queue.buffering.max.kbytes": 1_048_576,
         "queue.buffering.max.messages": 1_000_000,
         "enable.idempotence": acks == "all",
+        **(extra or {}),
     })
     value = b"x" * size
     sent = 0
@@ -131,7 +133,7 @@ def confluent_produce(bootstrap, topic, size, seconds, acks="1"):
     return sent / elapsed, sent * size / elapsed / MB, sent
 
 
-def confluent_consume(bootstrap, topic, expected):
+def confluent_consume(bootstrap, topic, expected, extra=None):
     """confluent-kafka reading `expected` records of partition 0 from offset 0."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
@@ -140,6 +142,7 @@ def confluent_consume(bootstrap, topic, expected):
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 4_194_304,
         "queued.max.messages.kbytes": 1_048_576,
+        **(extra or {}),
     })
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = 0
@@ -159,7 +162,7 @@ def confluent_consume(bootstrap, topic, expected):
     return got / elapsed, size / elapsed / MB
 
 
-def confluent_latency(bootstrap, topic, size, rate, seconds, acks):
+def confluent_latency(bootstrap, topic, size, rate, seconds, acks, extra=None):
     """Per-record latency at a fixed rate, from when each record was due."""
     producer = Producer({
         "bootstrap.servers": bootstrap,
@@ -167,6 +170,7 @@ def confluent_latency(bootstrap, topic, size, rate, seconds, acks):
         "linger.ms": 0,
         "batch.size": 16384,
         "enable.idempotence": acks == "all",
+        **(extra or {}),
     })
     value = b"x" * size
     # Warm up: metadata, the connection and (idempotence) the producer id

@@ -19,6 +19,7 @@ use {
     crate::{
         coordinator::{group::wire::GroupRequest, txn::wire::TxnRequest},
         network::codec::Request,
+        security::admin::SecurityRequest,
     },
     bytes::Bytes,
     kafka_protocol::{
@@ -100,6 +101,19 @@ macro_rules! api {
             decode: |buf, version| Ok(Request::Txn(TxnRequest::$key(body(buf, version)?))),
         }
     };
+    (security $key:ident, $min:literal ..= $max:literal, $order:ident) => {
+        Api {
+            key: ApiKey::$key,
+            min: $min,
+            max: $max,
+            order: Order::$order,
+            decode: |buf, version| {
+                Ok(Request::Security(SecurityRequest::$key(body(
+                    buf, version,
+                )?)))
+            },
+        }
+    };
 }
 
 /// Every implemented API.
@@ -147,6 +161,15 @@ pub const APIS: &[Api] = &[
     api!(txn DescribeTransactions, 0..=0, InOrder),
     api!(txn ListTransactions, 0..=2, InOrder),
     api!(txn DescribeProducers, 0..=0, InOrder),
+    // Security (crate::security::admin). SaslHandshake and SaslAuthenticate
+    // are answered by the connection's authenticator, in order.
+    api!(security SaslHandshake, 0..=1, InOrder),
+    api!(security SaslAuthenticate, 0..=2, InOrder),
+    api!(security DescribeAcls, 1..=3, InOrder),
+    api!(security CreateAcls, 1..=3, InOrder),
+    api!(security DeleteAcls, 1..=3, InOrder),
+    api!(security DescribeUserScramCredentials, 0..=0, InOrder),
+    api!(security AlterUserScramCredentials, 0..=0, InOrder),
 ];
 
 /// The lowest Produce version advertised in `ApiVersions`, below the lowest
@@ -229,6 +252,8 @@ mod tests {
         check!(r.api_keys.len() == APIS.len());
         for (advertised, row) in r.api_keys.iter().zip(APIS) {
             check!(advertised.api_key == row.key as i16);
+            // Produce alone is advertised below what it serves (see
+            // PRODUCE_ADVERTISED_MIN).
             let min = if row.key == ApiKey::Produce {
                 PRODUCE_ADVERTISED_MIN
             } else {
@@ -239,6 +264,7 @@ mod tests {
         check!(is_supported(ApiKey::Fetch, 12));
         check!(!is_supported(ApiKey::Fetch, 3));
         check!(!is_supported(ApiKey::DescribeAcls, 0));
+        check!(is_supported(ApiKey::DescribeAcls, 1));
     }
 
     #[test]
@@ -302,6 +328,13 @@ mod tests {
                     (ApiKey::DescribeTransactions, 0, 0),
                     (ApiKey::ListTransactions, 0, 2),
                     (ApiKey::DescribeProducers, 0, 0),
+                    (ApiKey::SaslHandshake, 0, 1),
+                    (ApiKey::SaslAuthenticate, 0, 2),
+                    (ApiKey::DescribeAcls, 1, 3),
+                    (ApiKey::CreateAcls, 1, 3),
+                    (ApiKey::DeleteAcls, 1, 3),
+                    (ApiKey::DescribeUserScramCredentials, 0, 0),
+                    (ApiKey::AlterUserScramCredentials, 0, 0),
                 ]
         );
     }

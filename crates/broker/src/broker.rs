@@ -37,6 +37,8 @@ pub struct Broker {
     /// The transaction coordinator, set once at startup
     /// (`crate::coordinator::txn::broker_log::start`).
     pub txns: std::sync::OnceLock<std::sync::Arc<crate::coordinator::txn::TransactionCoordinator>>,
+    /// Listeners' TLS and SASL, the authorizer and the SCRAM users.
+    pub security: crate::security::Security,
     /// This broker's membership of a cluster (`krabka.cluster.database.url`),
     /// set once at startup; unset on a single node.
     pub cluster: std::sync::OnceLock<std::sync::Arc<crate::cluster::ClusterNode>>,
@@ -67,6 +69,7 @@ impl Broker {
     pub fn open(config: BrokerConfig) -> Result<Self, BrokerError> {
         let (log_dir, registry) = crate::log_dir::LogDir::open(&config.log_dir, config.node_id)?;
         crate::log_dir::recover::sweep_leftovers(&config.log_dir, &registry)?;
+        let security = crate::security::Security::from_config(&config, &registry)?;
         let cleaner = if config.cleaner_enable {
             let cleaner_config = krabka_log::CleanerConfig {
                 dedupe_buffer_size: config.cleaner_dedupe_buffer_size,
@@ -137,6 +140,7 @@ impl Broker {
             groups: std::sync::OnceLock::new(),
             remote,
             txns: std::sync::OnceLock::new(),
+            security,
             cluster: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod network;
 pub mod partition;
 pub mod remote;
+pub mod security;
 pub mod server;
 pub mod topics;
 

@@ -1,7 +1,8 @@
 //! The `krabka` binary: `krabka serve [--config FILE] [--override name=value]...`,
 //! `krabka recover [--config FILE] [--override name=value]... [--accept-loss TOPIC-PARTITION]... [--dry-run]`,
-//! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]` and
+//! `krabka remote-metadata dump [--bootstrap HOST:PORT] [--topic NAME]`,
 //! `krabka remote-metadata worm-heads [--bootstrap HOST:PORT] [--topic NAME]`,
+//! `krabka tls generate --dir DIR [--san HOST]... [--client NAME]...`,
 //! and the operator commands over the Kafka protocol (`topic`, `group`,
 //! `produce`, `consume`, `config`, `cluster`, `log-dirs`, `tier`, `txn`; see
 //! `docs/CLI.md` and the [`cli`] modules).
@@ -85,6 +86,42 @@ enum Command {
     Tier(cli::tier::TierArgs),
     /// List and describe transactions and active producers.
     Txn(cli::txn::TxnArgs),
+    /// Certificates for TLS listeners.
+    Tls {
+        #[command(subcommand)]
+        command: TlsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TlsCommand {
+    /// Generate a CA, a broker certificate and client certificates (PEM,
+    /// optionally PKCS#12): ca.pem, ca.key, broker.pem, broker.key,
+    /// broker.p12, <client>.pem, <client>.key.
+    Generate {
+        /// Directory to write them to (created if missing).
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Common name of the broker certificate.
+        #[arg(long, value_name = "NAME", default_value = "localhost")]
+        broker_name: String,
+        /// A DNS name or IP address of the broker; repeatable
+        /// (default: localhost and 127.0.0.1).
+        #[arg(long = "san", value_name = "HOST")]
+        sans: Vec<String>,
+        /// Also issue a client certificate with this common name; repeatable.
+        #[arg(long = "client", value_name = "NAME")]
+        clients: Vec<String>,
+        /// Issue an already expired client certificate (for tests); repeatable.
+        #[arg(long = "expired-client", value_name = "NAME")]
+        expired_clients: Vec<String>,
+        /// Encrypt broker.key with this password (ssl.key.password).
+        #[arg(long, value_name = "PASSWORD")]
+        key_password: Option<String>,
+        /// Also write broker.p12 protected by this password (ssl.keystore.password).
+        #[arg(long, value_name = "PASSWORD")]
+        pkcs12_password: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -298,6 +335,45 @@ fn main() -> ExitCode {
                 Ok(lines) => {
                     for line in lines {
                         println!("{line}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("krabka: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Tls {
+            command:
+                TlsCommand::Generate {
+                    dir,
+                    broker_name,
+                    sans,
+                    clients,
+                    expired_clients,
+                    key_password,
+                    pkcs12_password,
+                },
+        } => {
+            let sans = if sans.is_empty() {
+                vec!["localhost".to_owned(), "127.0.0.1".to_owned()]
+            } else {
+                sans
+            };
+            let request = krabka_broker::security::certs::GenerateRequest {
+                dir,
+                broker_name,
+                sans,
+                clients,
+                expired_clients,
+                key_password,
+                pkcs12_password,
+            };
+            match krabka_broker::security::certs::generate(&request) {
+                Ok(files) => {
+                    for file in files {
+                        println!("{}", file.display());
                     }
                     ExitCode::SUCCESS
                 }

@@ -253,6 +253,24 @@ pub const CATALOG: &[MetricDoc] = &[
         &[],
         "Remote reads refused because the reader queue was full.",
     ),
+    doc(
+        "krabka_tls_handshake_failures_total",
+        Kind::Counter,
+        &["listener"],
+        "TLS handshakes that failed or timed out, per listener (Kafka's failed-authentication-total for SSL).",
+    ),
+    doc(
+        "krabka_sasl_authentications_total",
+        Kind::Counter,
+        &["mechanism", "result"],
+        "SASL authentications and re-authentications, result=\"success\" or \"failure\" (Kafka's successful-/failed-authentication-total).",
+    ),
+    doc(
+        "krabka_authorization_denied_total",
+        Kind::Counter,
+        &["operation", "resource_type"],
+        "Authorizer decisions that denied an operation (counted when decided, not per cached reuse).",
+    ),
 ];
 
 /// The process-wide recorder every series goes to.
@@ -372,7 +390,8 @@ pub fn publish(broker: &Arc<Broker>) {
         ends.insert((p.topic.clone(), p.index), end);
         gauge!("krabka_partition_log_size_bytes", &labels).set(p.local_log().size_bytes() as f64);
         gauge!("krabka_partition_log_end_offset", &labels).set(end as f64);
-        gauge!("krabka_partition_log_start_offset", &labels).set(p.local_log().log_start_offset() as f64);
+        gauge!("krabka_partition_log_start_offset", &labels)
+            .set(p.local_log().log_start_offset() as f64);
     }
     gauge!("krabka_partitions").set(partitions.len() as f64);
     let topics: BTreeSet<String> = broker
@@ -427,25 +446,6 @@ pub fn render() -> String {
     RECORDER.render()
 }
 
-#[cfg(test)]
-mod tests {
-    use {super::*, assert2::check};
-
-    #[test]
-    fn every_metric_is_documented_for_operators() {
-        let docs = include_str!("../../../docs/OPERATIONS.md");
-        for m in CATALOG {
-            check!(
-                docs.contains(&format!("`{}`", m.name)),
-                "{} is not in docs/OPERATIONS.md",
-                m.name
-            );
-        }
-        let names: BTreeSet<&str> = CATALOG.iter().map(|m| m.name).collect();
-        check!(names.len() == CATALOG.len(), "a name is listed twice");
-    }
-}
-
 /// Client connections open now.
 pub fn connections_open(n: usize) {
     gauge!("krabka_connections_open").set(n as f64);
@@ -455,6 +455,28 @@ pub fn connections_open(n: usize) {
 /// (`max.connections`, `max.connections.per.ip`, ...).
 pub fn connection_refused(reason: &'static str) {
     counter!("krabka_connections_refused_total", "reason" => reason).increment(1);
+}
+
+/// A TLS handshake on `listener` failed or timed out.
+pub fn tls_handshake_failed(listener: &str) {
+    counter!("krabka_tls_handshake_failures_total", "listener" => listener.to_owned()).increment(1);
+}
+
+/// A SASL exchange with `mechanism` ended, successfully or not.
+pub fn sasl_authentication(mechanism: &'static str, success: bool) {
+    let result = if success { "success" } else { "failure" };
+    counter!("krabka_sasl_authentications_total", "mechanism" => mechanism, "result" => result)
+        .increment(1);
+}
+
+/// The authorizer denied `operation` on a resource of `resource_type`.
+pub fn authorization_denied(operation: &'static str, resource_type: &'static str) {
+    counter!(
+        "krabka_authorization_denied_total",
+        "operation" => operation,
+        "resource_type" => resource_type
+    )
+    .increment(1);
 }
 
 /// The space reserve of the log directory was given back to let an
@@ -486,4 +508,23 @@ pub fn recovery_removed(topic: &str, report: &krabka_log::RecoveryReport) {
 /// Partitions that could not be opened and are refused (KAFKA_STORAGE_ERROR).
 pub fn offline_partitions(count: usize) {
     gauge!("krabka_offline_partitions").set(count as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn every_metric_is_documented_for_operators() {
+        let docs = include_str!("../../../docs/OPERATIONS.md");
+        for m in CATALOG {
+            check!(
+                docs.contains(&format!("`{}`", m.name)),
+                "{} is not in docs/OPERATIONS.md",
+                m.name
+            );
+        }
+        let names: BTreeSet<&str> = CATALOG.iter().map(|m| m.name).collect();
+        check!(names.len() == CATALOG.len(), "a name is listed twice");
+    }
 }

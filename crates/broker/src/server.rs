@@ -24,7 +24,6 @@ pub async fn run_until(
     config: BrokerConfig,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), BrokerError> {
-    let address = config.listener.bind_address();
     let metrics_address = config.metrics_listener;
     // The probes answer from the start, so a long log recovery reads as
     // "not ready" rather than as a dead process.
@@ -64,17 +63,36 @@ pub async fn run_until(
         .map_err(|e| BrokerError::Task(e.to_string()))??;
     let broker = Arc::new(broker);
     health.set_broker(&broker);
-    let listener = TcpListener::bind(&address)
-        .await
-        .map_err(|source| BrokerError::Bind {
+    let mut listeners = Vec::new();
+    for endpoint in broker.security.endpoints() {
+        let address = endpoint.spec.bind.bind_address();
+        let listener = TcpListener::bind(&address)
+            .await
+            .map_err(|source| BrokerError::Bind {
+                address: address.clone(),
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| BrokerError::Bind {
             address: address.clone(),
             source,
         })?;
-    let local = listener.local_addr().map_err(|source| BrokerError::Bind {
-        address: address.clone(),
-        source,
-    })?;
-    broker.set_bound_port(local.port());
+        endpoint.set_bound_port(local.port());
+        if Arc::ptr_eq(endpoint, broker.security.inter_broker()) {
+            broker.set_bound_port(local.port());
+        }
+        tracing::info!(
+            listener = %endpoint.spec.name,
+            protocol = endpoint.spec.protocol.name(),
+            listen = %local,
+            advertised = %format!("{}:{}", endpoint.advertised().0, endpoint.advertised().1),
+            "listening"
+        );
+        listeners.push((listener, Arc::clone(endpoint)));
+    }
+    let local = listeners
+        .first()
+        .and_then(|(l, _)| l.local_addr().ok())
+        .map_or_else(String::new, |a| a.to_string());
     health.set_listener_bound();
     // Cluster mode: join before serving anything (a refusal stops startup),
     // and renew from then on: the rest of startup may outlast a lease.
@@ -116,14 +134,21 @@ pub async fn run_until(
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&broker), shutdown_rx.clone()));
-    let server = tokio::spawn(network::serve(
-        Arc::clone(&broker),
-        network,
-        listener,
-        shutdown_rx.clone(),
-    ));
-    // Tiered storage starts beside the listener (its metadata topic is read
-    // in process, never through the listener); reads below a tiered
+    // One accept loop per listener; they share the connection limits and
+    // the request budget.
+    let network = Arc::new(network);
+    let mut servers = tokio::task::JoinSet::new();
+    for (listener, endpoint) in listeners {
+        servers.spawn(network::serve(
+            Arc::clone(&broker),
+            Arc::clone(&network),
+            listener,
+            endpoint,
+            shutdown_rx.clone(),
+        ));
+    }
+    // Tiered storage starts beside the listeners (its metadata topic is read
+    // in process, never through a listener); reads below a tiered
     // partition's local start are served once its remote metadata is loaded.
     // A tier that cannot start (bad bucket, WORM bucket without locked
     // retention) stops the broker: serving a tiered topic without its tier
@@ -157,7 +182,7 @@ pub async fn run_until(
     }
     broker.begin_shutdown();
     shutdown_tx.send_replace(true);
-    let _ = server.await;
+    while servers.join_next().await.is_some() {}
     let _ = housekeeping.await;
     // Deregistering releases this broker's leases at once.
     membership_stop.send_replace(true);

@@ -427,10 +427,67 @@ pub fn check_record_count(count: i32, bytes: usize) -> Result<(), LogError> {
     }
 }
 
+/// Checks that every length and count inside the records of an
+/// uncompressed record area lies within the bytes at hand: each record
+/// within its area, its key and value within the record, and its header
+/// count no larger than the record's remaining bytes allow (a header takes
+/// at least two bytes). `kafka-protocol` reserves room for a record's
+/// headers from the count on the wire, so a forged count must be refused
+/// before it decodes.
+///
+/// # Errors
+///
+/// [`LogError::CorruptRecord`] naming the first malformed record.
+pub fn check_record_frames(plain: &[u8]) -> Result<(), LogError> {
+    use crate::validate::read_varint;
+    let mut pos = 0usize;
+    let mut index = 0usize;
+    while pos < plain.len() {
+        let corrupt = || LogError::corrupt(format!("record {index} of the batch is malformed"));
+        let length = read_varint(plain, &mut pos).ok_or_else(corrupt)?;
+        let end = usize::try_from(length)
+            .ok()
+            .and_then(|l| pos.checked_add(l))
+            .filter(|e| *e <= plain.len())
+            .ok_or_else(corrupt)?;
+        let body = plain.get(pos..end).ok_or_else(corrupt)?;
+        let mut at = 1usize; // attributes
+        read_varint(body, &mut at).ok_or_else(corrupt)?; // timestamp delta
+        read_varint(body, &mut at).ok_or_else(corrupt)?; // offset delta
+        let skip = |at: &mut usize, nullable: bool| -> Result<(), LogError> {
+            let len = read_varint(body, at).ok_or_else(corrupt)?;
+            if len == -1 && nullable {
+                return Ok(());
+            }
+            *at = usize::try_from(len)
+                .ok()
+                .and_then(|l| at.checked_add(l))
+                .filter(|e| *e <= body.len())
+                .ok_or_else(corrupt)?;
+            Ok(())
+        };
+        skip(&mut at, true)?; // key
+        skip(&mut at, true)?; // value
+        let headers = read_varint(body, &mut at).ok_or_else(corrupt)?;
+        let headers = usize::try_from(headers)
+            .ok()
+            .filter(|n| *n <= body.len().saturating_sub(at) / 2)
+            .ok_or_else(corrupt)?;
+        for _ in 0..headers {
+            skip(&mut at, false)?; // header key
+            skip(&mut at, true)?; // header value
+        }
+        pos = end;
+        index += 1;
+    }
+    Ok(())
+}
+
 /// Decodes the records of one whole batch (any codec). For LogAppendTime
 /// batches every record's timestamp is the batch's max timestamp, as Kafka
-/// defines it. The record count is checked against the (decompressed)
-/// record bytes before any record is decoded.
+/// defines it. The record count and every record's lengths and header
+/// count are checked against the (decompressed) record bytes before any
+/// record is decoded.
 ///
 /// # Errors
 ///
@@ -451,7 +508,9 @@ pub fn decode_records(batch: &[u8]) -> Result<Vec<Record>, LogError> {
             Compression::Lz4 => <Lz4 as Decompressor<Bytes>>::decompress(records, take)?,
             Compression::Zstd => <Zstd as Decompressor<Bytes>>::decompress(records, take)?,
         };
-        if let Err(e) = check_record_count(count, plain.len()) {
+        if let Err(e) =
+            check_record_count(count, plain.len()).and_then(|()| check_record_frames(&plain))
+        {
             Err(std::io::Error::other(e.to_string()))?;
         }
         Ok(plain)
@@ -654,6 +713,61 @@ mod tests {
         check!(check_record_count(10, 70).is_ok());
         check!(check_record_count(11, 70).is_err());
         check!(check_record_count(0, 0).is_ok());
+    }
+
+    #[test]
+    fn header_counts_beyond_the_record_are_refused_before_decoding() {
+        // One record: attributes, timestamp and offset deltas, a null key,
+        // a one-byte value, then a header count of about 2^34 (zig-zag
+        // varint) with nothing after it.
+        let body = [0u8, 0, 0, 0x01, 0x02, b'v', 0xfe, 0xff, 0xff, 0xff, 0x7f];
+        let mut area = vec![u8::try_from(body.len() * 2).unwrap()];
+        area.extend_from_slice(&body);
+        let err = check_record_frames(&area).unwrap_err();
+        check!(err.to_string().contains("record 0"), "{err}");
+        // The same record with one real header passes, and so does a batch
+        // the encoder wrote with headers.
+        let mut ok = vec![0u8, 0, 0, 0x01, 0x02, b'v', 0x02, 0x02, b'h', 0x02, b'x'];
+        ok.insert(0, u8::try_from(ok.len() * 2).unwrap());
+        check!(check_record_frames(&ok).is_ok());
+        let mut record_headers: kafka_protocol::records::Record = Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: WireTimestampType::Creation,
+            offset: 0,
+            sequence: 0,
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Default::default(),
+        };
+        record_headers.headers.insert(
+            kafka_protocol::protocol::StrBytes::from_static_str("h"),
+            Some(Bytes::from_static(b"x")),
+        );
+        let record = record_headers;
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            std::iter::once(&record),
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        let mut bytes = buf.to_vec();
+        check!(decode_records(&bytes).unwrap()[0].headers.len() == 1);
+        // A header count of 63 where one header fits is refused.
+        let at = bytes.len() - 5;
+        check!(bytes[at] == 0x02);
+        bytes[at] = 0x7e;
+        recompute_crc(&mut bytes);
+        check!(decode_records(&bytes).is_err());
     }
 
     proptest::proptest! {

@@ -226,7 +226,7 @@ fn walk_records(raw: &[u8], header: &BatchHeader) -> Result<Vec<RecordView>, Log
 }
 
 /// A zig-zag varint (Kafka's record fields), at most 10 bytes.
-fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
+pub(crate) fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
     let mut value: u64 = 0;
     for shift in 0..10 {
         let byte = *buf.get(*pos)?;

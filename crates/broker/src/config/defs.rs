@@ -14,6 +14,8 @@ pub enum ConfigKind {
     Boolean,
     /// Free text.
     Text,
+    /// A secret (Kafka's `PASSWORD`): never described, never logged.
+    Password,
     /// One of a fixed set of words.
     Choice(&'static [&'static str]),
     /// A 32-bit integer within `[min, max]`.
@@ -38,6 +40,7 @@ impl ConfigKind {
             Self::Long { .. } => 5,
             Self::Double { .. } => 6,
             Self::List { .. } => 7,
+            Self::Password => 9,
         }
     }
 
@@ -53,7 +56,7 @@ impl ConfigKind {
                 "true" | "false" => Ok(()),
                 _ => Err("Expected value to be either true or false".to_owned()),
             },
-            Self::Text => Ok(()),
+            Self::Text | Self::Password => Ok(()),
             Self::Choice(choices) => {
                 if choices.iter().any(|c| c.eq_ignore_ascii_case(value)) {
                     Ok(())
@@ -170,14 +173,14 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         Some("PLAINTEXT://127.0.0.1:9092"),
         ConfigKind::Text,
         false,
-        "Listener to bind, PLAINTEXT://host:port.",
+        "Listeners to bind, NAME://host:port,... (the name gives the security protocol).",
     ),
     broker(
         "advertised.listeners",
         None,
         ConfigKind::Text,
         false,
-        "Listener given to clients in metadata; defaults to listeners.",
+        "Listeners given to clients in metadata, NAME://host:port,...; defaults to listeners.",
     ),
     broker(
         "log.dirs",
@@ -925,6 +928,270 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         false,
         "How much earlier than the database a broker stops trusting a lease.",
     ),
+    // Listeners and security (Kafka's `SocketServerConfigs`,
+    // `BrokerSecurityConfigs`, `SslConfigs`, `SaslConfigs`). The ssl.* and
+    // sasl.* settings may also be given per listener as
+    // `listener.name.<listener>.<setting>`, and the JAAS config and server
+    // callback handler per mechanism as
+    // `listener.name.<listener>.<mechanism>.sasl.jaas.config`.
+    broker(
+        "listener.security.protocol.map",
+        Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+        ConfigKind::Text,
+        false,
+        "Listener name to security protocol, NAME:PROTOCOL,...",
+    ),
+    broker(
+        "inter.broker.listener.name",
+        None,
+        ConfigKind::Text,
+        false,
+        "The listener the broker's own clients use; default the one of security.inter.broker.protocol.",
+    ),
+    broker(
+        "security.inter.broker.protocol",
+        Some("PLAINTEXT"),
+        ConfigKind::Choice(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
+        false,
+        "Security protocol of the broker's own clients when inter.broker.listener.name is unset.",
+    ),
+    broker(
+        "ssl.keystore.type",
+        None,
+        ConfigKind::Choice(&["PEM", "PKCS12"]),
+        true,
+        "PEM or PKCS12; default PEM when ssl.keystore.key is set or the file is PEM, else PKCS12.",
+    ),
+    broker(
+        "ssl.keystore.location",
+        None,
+        ConfigKind::Text,
+        true,
+        "The keystore file: PKCS#12, or PEM with the key and certificate chain.",
+    ),
+    broker(
+        "ssl.keystore.password",
+        None,
+        ConfigKind::Password,
+        true,
+        "The password of a PKCS#12 keystore.",
+    ),
+    broker(
+        "ssl.key.password",
+        None,
+        ConfigKind::Password,
+        true,
+        "The password of an encrypted private key (PEM PKCS#8, or within a PKCS#12 keystore).",
+    ),
+    broker(
+        "ssl.keystore.certificate.chain",
+        None,
+        ConfigKind::Password,
+        true,
+        "The certificate chain in PEM, inline (KIP-651).",
+    ),
+    broker(
+        "ssl.keystore.key",
+        None,
+        ConfigKind::Password,
+        true,
+        "The private key in PEM (PKCS#8, encrypted with ssl.key.password or not), inline (KIP-651).",
+    ),
+    broker(
+        "ssl.truststore.type",
+        None,
+        ConfigKind::Choice(&["PEM", "PKCS12"]),
+        true,
+        "PEM or PKCS12; default PEM when the file is PEM, else PKCS12.",
+    ),
+    broker(
+        "ssl.truststore.location",
+        None,
+        ConfigKind::Text,
+        true,
+        "The certificates that client certificates must chain to.",
+    ),
+    broker(
+        "ssl.truststore.password",
+        None,
+        ConfigKind::Password,
+        true,
+        "The password of a PKCS#12 truststore.",
+    ),
+    broker(
+        "ssl.truststore.certificates",
+        None,
+        ConfigKind::Password,
+        true,
+        "Trusted certificates in PEM, inline (KIP-651).",
+    ),
+    broker(
+        "ssl.client.auth",
+        Some("none"),
+        ConfigKind::Choice(&["none", "requested", "required"]),
+        true,
+        "Whether clients present certificates: none, requested or required.",
+    ),
+    broker(
+        "ssl.enabled.protocols",
+        Some("TLSv1.2,TLSv1.3"),
+        ConfigKind::List {
+            choices: &["TLSv1.2", "TLSv1.3"],
+        },
+        true,
+        "The TLS versions accepted.",
+    ),
+    broker(
+        "ssl.protocol",
+        Some("TLSv1.3"),
+        ConfigKind::Choice(&["TLSv1.2", "TLSv1.3", "TLS"]),
+        false,
+        "Kafka's SSLContext protocol; the versions accepted are ssl.enabled.protocols.",
+    ),
+    broker(
+        "ssl.endpoint.identification.algorithm",
+        Some("https"),
+        ConfigKind::Text,
+        false,
+        "Host name verification of the broker's own clients.",
+    ),
+    broker(
+        "ssl.principal.mapping.rules",
+        Some("DEFAULT"),
+        ConfigKind::Text,
+        false,
+        "Rules mapping a client certificate's subject to a principal name.",
+    ),
+    broker(
+        "sasl.enabled.mechanisms",
+        None,
+        ConfigKind::List {
+            choices: &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"],
+        },
+        false,
+        "The SASL mechanisms a SASL listener offers (Kafka's default, GSSAPI, is not supported).",
+    ),
+    broker(
+        "sasl.jaas.config",
+        None,
+        ConfigKind::Password,
+        false,
+        "JAAS login module text (users of PlainLoginModule, options of OAuthBearerLoginModule).",
+    ),
+    broker(
+        "sasl.server.callback.handler.class",
+        None,
+        ConfigKind::Text,
+        false,
+        "OAUTHBEARER validator: Kafka's OAuthBearerValidatorCallbackHandler or OAuthBearerUnsecuredValidatorCallbackHandler.",
+    ),
+    broker(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        None,
+        ConfigKind::Text,
+        false,
+        "The JSON Web Key Set that OAUTHBEARER tokens are verified against (file: URL).",
+    ),
+    broker(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        Some("3600000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "How often the JWKS file is read again.",
+    ),
+    broker(
+        "sasl.oauthbearer.sub.claim.name",
+        Some("sub"),
+        ConfigKind::Text,
+        false,
+        "The token claim that names the principal.",
+    ),
+    broker(
+        "sasl.oauthbearer.scope.claim.name",
+        Some("scope"),
+        ConfigKind::Text,
+        false,
+        "The token claim that holds the scope.",
+    ),
+    broker(
+        "sasl.oauthbearer.expected.audience",
+        None,
+        ConfigKind::List { choices: &[] },
+        false,
+        "Audiences a token must name one of.",
+    ),
+    broker(
+        "sasl.oauthbearer.expected.issuer",
+        None,
+        ConfigKind::Text,
+        false,
+        "The issuer a token must name.",
+    ),
+    broker(
+        "sasl.oauthbearer.clock.skew.seconds",
+        Some("30"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "Clock difference tolerated when checking a token's times.",
+    ),
+    broker(
+        "connections.max.reauth.ms",
+        Some("0"),
+        ConfigKind::Long {
+            min: 0,
+            max: LONG_MAX,
+        },
+        false,
+        "Longest SASL session before re-authentication (KIP-368); 0 disables.",
+    ),
+    broker(
+        "connection.failed.authentication.delay.ms",
+        Some("100"),
+        ConfigKind::Int {
+            min: 0,
+            max: INT_MAX,
+        },
+        false,
+        "How long a failed authentication is delayed before the connection closes.",
+    ),
+    broker(
+        "krabka.sasl.scram.bootstrap.file",
+        None,
+        ConfigKind::Text,
+        false,
+        "SCRAM users created at start if missing, one MECHANISM=[name=...,password=...] per line.",
+    ),
+    broker(
+        "authorizer.class.name",
+        Some(""),
+        ConfigKind::Choice(&[
+            "",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "kafka.security.authorizer.AclAuthorizer",
+        ]),
+        false,
+        "Kafka's StandardAuthorizer class name turns on ACL authorization; empty turns it off.",
+    ),
+    broker(
+        "super.users",
+        Some(""),
+        ConfigKind::Text,
+        false,
+        "Principals allowed everything, User:a;User:b.",
+    ),
+    broker(
+        "allow.everyone.if.no.acl.found",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Whether a resource that no ACL names is open to everyone.",
+    ),
     // The group coordinator's settings (Kafka's `GroupCoordinatorConfig`).
     broker(
         "group.initial.rebalance.delay.ms",
@@ -1166,10 +1433,69 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
     ),
 ];
 
-/// Looks up a broker setting by name.
+/// Looks up a broker setting by name. A listener-scoped name
+/// (`listener.name.<listener>.ssl.keystore.location`,
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`) finds the
+/// setting it scopes.
 #[must_use]
 pub fn broker_setting(name: &str) -> Option<&'static BrokerSetting> {
+    if let Some((_, base)) = listener_scoped(name) {
+        return BROKER_SETTINGS.iter().find(|s| s.name == base);
+    }
     BROKER_SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// The SASL mechanisms of per-mechanism settings, as their prefixes.
+const MECHANISM_PREFIXES: &[&str] = &["plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer."];
+
+/// Splits `listener.name.<listener>.<setting>` into the listener name (as
+/// written, lower case by Kafka's convention) and the setting it scopes:
+/// one of the ssl.* and sasl.* settings, `connections.max.reauth.ms`, or a
+/// per-mechanism `sasl.jaas.config`, `sasl.server.callback.handler.class`
+/// or `connections.max.reauth.ms` (`<mechanism>.` stripped).
+#[must_use]
+pub fn listener_scoped(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (listener, setting) = rest.split_once('.')?;
+    let base = MECHANISM_PREFIXES
+        .iter()
+        .find_map(|m| setting.strip_prefix(m))
+        .filter(|b| {
+            [
+                "sasl.jaas.config",
+                "sasl.server.callback.handler.class",
+                "connections.max.reauth.ms",
+            ]
+            .contains(b)
+        })
+        .unwrap_or(setting);
+    let scoped = (base.starts_with("ssl.")
+        || base.starts_with("sasl.")
+        || base == "connections.max.reauth.ms")
+        && BROKER_SETTINGS.iter().any(|s| s.name == base);
+    (!listener.is_empty() && scoped).then_some((listener, base))
+}
+
+/// Whether the value of a setting must never be shown or logged: Kafka's
+/// PASSWORD settings (also per listener), and the remote storage manager's
+/// credentials and WORM signing key file (`rsm_prefix` is
+/// `remote.log.storage.manager.impl.prefix` in force).
+#[must_use]
+pub fn is_sensitive(name: &str, rsm_prefix: &str) -> bool {
+    if broker_setting(name).is_some_and(|s| s.kind == ConfigKind::Password) {
+        return true;
+    }
+    name.strip_prefix(rsm_prefix).is_some_and(|rest| {
+        [
+            "s3.access.key.id",
+            "s3.secret.access.key",
+            "s3.session.token",
+            "gcs.service.account.path",
+            "gcs.service.account.json",
+            "worm.signing.key.file",
+        ]
+        .contains(&rest)
+    })
 }
 
 /// One topic-level setting, with the broker setting that supplies its default.
@@ -1546,6 +1872,45 @@ mod tests {
         for t in TOPIC_SETTINGS {
             check!(broker_setting(t.broker_synonym).is_some(), "{}", t.name);
         }
+    }
+
+    #[test]
+    fn listener_scoped_names_find_their_setting() {
+        check!(
+            listener_scoped("listener.name.sasl_ssl.ssl.keystore.location")
+                == Some(("sasl_ssl", "ssl.keystore.location"))
+        );
+        check!(
+            listener_scoped("listener.name.x.scram-sha-256.sasl.jaas.config")
+                == Some(("x", "sasl.jaas.config"))
+        );
+        check!(
+            listener_scoped("listener.name.x.plain.connections.max.reauth.ms")
+                == Some(("x", "connections.max.reauth.ms"))
+        );
+        check!(listener_scoped("listener.name.x.num.partitions").is_none());
+        check!(listener_scoped("listener.name.x.ssl.nope").is_none());
+        check!(
+            broker_setting("listener.name.x.ssl.key.password")
+                .unwrap()
+                .kind
+                == ConfigKind::Password
+        );
+        check!(is_sensitive(
+            "listener.name.x.plain.sasl.jaas.config",
+            "rsm.config."
+        ));
+        check!(is_sensitive("ssl.keystore.key", "rsm.config."));
+        check!(is_sensitive(
+            "rsm.config.s3.secret.access.key",
+            "rsm.config."
+        ));
+        check!(is_sensitive(
+            "rsm.config.worm.signing.key.file",
+            "rsm.config."
+        ));
+        check!(!is_sensitive("ssl.keystore.location", "rsm.config."));
+        check!(!is_sensitive("rsm.config.s3.bucket", "rsm.config."));
     }
 
     #[test]

@@ -16,7 +16,10 @@ use {
     std::{collections::BTreeMap, net::SocketAddr, path::PathBuf},
 };
 
-pub use {connections::ConnectionSettings, listener::Listener};
+pub use {
+    connections::ConnectionSettings,
+    listener::{Listener, ListenerSpec, SecurityProtocol},
+};
 
 /// Where a setting's value came from (Kafka's `ConfigSource` codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,14 +133,19 @@ impl RawSettings {
 }
 
 /// The validated broker configuration.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BrokerConfig {
     /// `node.id` (or `broker.id`).
     pub node_id: i32,
-    /// The listener to bind.
+    /// Where the inter-broker listener binds (the one listener of a default
+    /// configuration).
     pub listener: Listener,
-    /// The listener clients are told about in metadata.
+    /// What the inter-broker listener advertises: the address the broker's
+    /// own clients use.
     pub advertised_listener: Listener,
+    /// Every listener (`listeners`, `advertised.listeners`,
+    /// `listener.security.protocol.map`), in the order given.
+    pub listeners: Vec<ListenerSpec>,
     /// The single log directory.
     pub log_dir: PathBuf,
     /// `num.partitions`.
@@ -221,22 +229,29 @@ impl BrokerConfig {
             None => i32::try_from(int("node.id")?)
                 .map_err(|_| BrokerError::Config("node.id out of range".into()))?,
         };
-        let listener = Listener::parse(&value("listeners")).map_err(|reason| {
+        let (listeners, inter_broker) = listener::resolve(
+            &value("listeners"),
+            raw.get("advertised.listeners"),
+            &value("listener.security.protocol.map"),
+            raw.get("inter.broker.listener.name"),
+            &value("security.inter.broker.protocol"),
+        )
+        .map_err(|reason| {
             BrokerError::Config(format!("invalid value for setting listeners: {reason}"))
         })?;
-        let advertised_listener = match raw.get("advertised.listeners") {
-            Some(text) => Listener::parse(text).map_err(|reason| {
-                BrokerError::Config(format!(
-                    "invalid value for setting advertised.listeners: {reason}"
-                ))
-            })?,
-            None => listener.clone(),
-        };
-        if advertised_listener.host.is_empty() || advertised_listener.host == "0.0.0.0" {
-            return Err(BrokerError::Config(
-                "advertised.listeners must name a host clients can reach (set it when listeners binds 0.0.0.0)".into(),
-            ));
+        for name in raw.values.keys() {
+            if let Some((scoped, _)) = defs::listener_scoped(name)
+                && !listeners
+                    .iter()
+                    .any(|l| l.name.eq_ignore_ascii_case(scoped))
+            {
+                return Err(BrokerError::Config(format!(
+                    "setting {name}: {scoped} is not one of listeners"
+                )));
+            }
         }
+        let listener = listeners[inter_broker].bind.clone();
+        let advertised_listener = listeners[inter_broker].advertised.clone();
         let dirs = raw
             .get("log.dirs")
             .map(str::to_owned)
@@ -276,6 +291,7 @@ impl BrokerConfig {
             node_id,
             listener,
             advertised_listener,
+            listeners,
             log_dir,
             num_partitions: i32::try_from(int("num.partitions")?)
                 .map_err(|_| BrokerError::Config("num.partitions out of range".into()))?,
@@ -300,6 +316,16 @@ impl BrokerConfig {
             crate::remote::backend::StorageSettings::from_config(&config, PathBuf::new())?;
         }
         Ok(config)
+    }
+
+    /// `remote.log.storage.manager.impl.prefix` in force.
+    #[must_use]
+    pub fn rsm_prefix(&self) -> String {
+        crate::remote::backend::impl_prefix(
+            self.explicit
+                .get(crate::remote::backend::IMPL_PREFIX_SETTING)
+                .map(String::as_str),
+        )
     }
 
     /// The static (startup) value of a broker setting that supplies a topic
@@ -340,6 +366,32 @@ impl BrokerConfig {
                 ConfigSource::Default,
             ),
         }
+    }
+}
+
+/// Secrets stay out of logs: settings Kafka types as PASSWORD, and the
+/// storage manager's credentials, print as `[hidden]`.
+impl std::fmt::Debug for BrokerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let prefix = self.rsm_prefix();
+        let explicit: BTreeMap<&str, &str> = self
+            .explicit
+            .iter()
+            .map(|(k, v)| {
+                let shown = if defs::is_sensitive(k, &prefix) {
+                    "[hidden]"
+                } else {
+                    v.as_str()
+                };
+                (k.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("BrokerConfig")
+            .field("node_id", &self.node_id)
+            .field("listeners", &self.listeners)
+            .field("log_dir", &self.log_dir)
+            .field("explicit", &explicit)
+            .finish_non_exhaustive()
     }
 }
 
@@ -407,10 +459,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         check!(err.contains("num.partitions"));
-        let err = build(&[("listeners", "SSL://x:1")])
+        let err = build(&[("listeners", "FOO://x:1")])
             .unwrap_err()
             .to_string();
         check!(err.contains("listeners"));
+        let err = build(&[("listener.name.ssl.ssl.keystore.location", "/k")])
+            .unwrap_err()
+            .to_string();
+        check!(err.contains("not one of listeners"));
+    }
+
+    #[test]
+    fn secrets_are_hidden_from_debug_output() {
+        let config = build(&[
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
+            ),
+            ("listener.name.sasl_ssl.ssl.key.password", "hunter2"),
+            (
+                "listener.name.sasl_ssl.plain.sasl.jaas.config",
+                "x required user_a=\"hunter3\";",
+            ),
+        ])
+        .unwrap();
+        let text = format!("{config:?}");
+        check!(!text.contains("hunter"));
+        check!(text.contains("[hidden]"));
+        check!(config.listeners.len() == 2);
+        check!(config.listener.port == 9092);
     }
 
     #[test]

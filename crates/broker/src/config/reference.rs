@@ -45,6 +45,7 @@ fn type_name(kind: ConfigKind) -> &'static str {
     match kind {
         ConfigKind::Boolean => "BOOLEAN",
         ConfigKind::Text | ConfigKind::Choice(_) => "STRING",
+        ConfigKind::Password => "PASSWORD",
         ConfigKind::Int { .. } => "INT",
         ConfigKind::Long { .. } => "LONG",
         ConfigKind::Double { .. } => "DOUBLE",
@@ -56,7 +57,7 @@ fn valid_values(kind: ConfigKind) -> String {
     let bound = |max: i64| max == i64::MAX || max == i64::from(i32::MAX);
     match kind {
         ConfigKind::Boolean => "true, false".to_owned(),
-        ConfigKind::Text => String::new(),
+        ConfigKind::Text | ConfigKind::Password => String::new(),
         ConfigKind::Choice(choices) => choices.join(", "),
         ConfigKind::List { choices: [] } => String::new(),
         ConfigKind::List { choices } => format!("any of {}", choices.join(", ")),

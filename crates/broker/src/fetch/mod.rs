@@ -280,8 +280,9 @@ pub async fn handle_fetch(
     fetch(broker, version, request).await.response
 }
 
-/// Handles one Fetch request and encodes its answer; the frame holds the
-/// fetch's memory budget until it has been written.
+/// Handles one Fetch request and encodes its answer, with the
+/// authorization's `fixup` applied (partitions the client may not read);
+/// the frame holds the fetch's memory budget until it has been written.
 ///
 /// # Errors
 ///
@@ -291,8 +292,10 @@ pub async fn answer(
     version: i16,
     correlation_id: i32,
     request: FetchRequest,
+    fixup: crate::security::authorize::Fixup,
 ) -> Result<Bytes, String> {
     let Fetched { response, units } = fetch(broker, version, request).await;
+    let response = fixup.fill(response);
     crate::metrics::fetch_answered(broker, &response);
     let frame = encode_response(ApiKey::Fetch, version, correlation_id, &response)?;
     drop(response);

@@ -71,6 +71,13 @@ struct Detail {
     documentation: bool,
 }
 
+/// Whether a setting's value must be hidden (Kafka's PASSWORD settings,
+/// also per listener, and the storage manager's credentials and key file).
+fn sensitive(broker: &Broker, name: &str) -> bool {
+    defs::is_sensitive(name, &broker.config.rsm_prefix())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn entry(
     name: &str,
     resolved: crate::topics::config::Resolved,
@@ -78,16 +85,25 @@ fn entry(
     kind: defs::ConfigKind,
     doc: &str,
     detail: Detail,
+    is_sensitive: bool,
 ) -> DescribeConfigsResourceResult {
     let crate::topics::config::Resolved {
-        value,
+        mut value,
         source,
-        synonyms,
+        mut synonyms,
     } = resolved;
+    // As Kafka: a secret is described as set or not, never by its value.
+    if is_sensitive {
+        value = None;
+        for (_, v, _) in &mut synonyms {
+            *v = None;
+        }
+    }
     let (include_synonyms, include_documentation) = (detail.synonyms, detail.documentation);
     let mut e = DescribeConfigsResourceResult::default();
     e.name = StrBytes::from_string(name.to_owned());
     e.value = value.map(StrBytes::from_string);
+    e.is_sensitive = is_sensitive;
     e.read_only = read_only;
     e.config_source = source.code();
     e.config_type = kind.type_code();
@@ -148,25 +164,67 @@ pub fn handle_describe_configs(
                     .map(|s| {
                         let r =
                             resolve_topic(&broker.config, &broker.registry, &meta.configs, s.name);
-                        entry(s.name, r, false, s.kind, s.doc, detail)
+                        entry(s.name, r, false, s.kind, s.doc, detail, false)
                     })
                     .collect()),
             },
             BROKER => check_broker_resource(broker, &name).map(|()| {
-                defs::BROKER_SETTINGS
+                let mut configs: Vec<DescribeConfigsResourceResult> = defs::BROKER_SETTINGS
                     .iter()
                     .filter(|s| wanted(s.name))
                     .map(|s| {
                         let r = resolve_broker(&broker.config, &broker.registry, s.name);
-                        entry(s.name, r, !s.dynamic, s.kind, s.doc, detail)
+                        entry(
+                            s.name,
+                            r,
+                            !s.dynamic,
+                            s.kind,
+                            s.doc,
+                            detail,
+                            sensitive(broker, s.name),
+                        )
                     })
-                    .collect()
+                    .collect();
+                // Settings outside the table that are set: per-listener ones
+                // and the remote storage manager's.
+                let prefix = broker.config.rsm_prefix();
+                let mut extra: std::collections::BTreeSet<String> = broker
+                    .config
+                    .explicit
+                    .keys()
+                    .filter(|k| defs::listener_scoped(k).is_some() || k.starts_with(&prefix))
+                    .filter(|k| k.as_str() != crate::remote::backend::IMPL_PREFIX_SETTING)
+                    .cloned()
+                    .collect();
+                for resource in [broker.config.node_id.to_string(), String::new()] {
+                    extra.extend(
+                        broker
+                            .registry
+                            .broker_configs(&resource)
+                            .into_keys()
+                            .filter(|k| defs::listener_scoped(k).is_some()),
+                    );
+                }
+                for name in extra.iter().filter(|n| wanted(n)) {
+                    let setting = defs::broker_setting(name);
+                    let r = resolve_broker(&broker.config, &broker.registry, name);
+                    configs.push(entry(
+                        name,
+                        r,
+                        !setting.is_some_and(|s| s.dynamic),
+                        setting.map_or(defs::ConfigKind::Text, |s| s.kind),
+                        setting.map_or("", |s| s.doc),
+                        detail,
+                        sensitive(broker, name),
+                    ));
+                }
+                configs
             }),
             GROUP => describe_group(broker, &name).map(|entries| {
                 entries
                     .into_iter()
                     .filter(|(n, ..)| wanted(n))
-                    .map(|(n, r, doc)| entry(n, r, false, GROUP_KIND, doc, detail))
+                    .map(|(n, r, doc)| entry(n, r, false, GROUP_KIND, doc, detail, false))
                     .collect()
             }),
             other => Err(refuse(
@@ -515,6 +573,38 @@ async fn alter_resource(
             check_broker_resource(broker, &name)?;
             let current = broker.registry.broker_configs(&name);
             let next = apply(&current, changes, false, replace)?;
+            let tls_changed = current
+                .keys()
+                .chain(next.keys())
+                .filter(|k| current.get(*k) != next.get(*k))
+                .any(|k| defs::broker_setting(k).is_some_and(|s| s.name.starts_with("ssl.")));
+            // A keystore or truststore change is loaded before it is stored
+            // (Kafka's SSLFactory validation, also for validate-only), and
+            // served to new connections once it is; established ones keep
+            // theirs.
+            let prepared = if tls_changed {
+                let broker = Arc::clone(broker);
+                let (name, next) = (name.clone(), next.clone());
+                let prepared = tokio::task::spawn_blocking(move || {
+                    let node = broker.config.node_id.to_string();
+                    let (per_broker, defaults) = if name.is_empty() {
+                        (broker.registry.broker_configs(&node), next)
+                    } else {
+                        (next, broker.registry.broker_configs(""))
+                    };
+                    broker
+                        .security
+                        .prepare_tls(&broker.config, &per_broker, &defaults)
+                        .map_err(|m| refuse(ResponseError::InvalidConfig, m))
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    Err(refuse(ResponseError::UnknownServerError, e.to_string()))
+                })?;
+                Some(prepared)
+            } else {
+                None
+            };
             if validate_only {
                 return Ok(());
             }
@@ -530,6 +620,9 @@ async fn alter_resource(
                     .registry
                     .set_broker_configs(&name, next)
                     .map_err(|e| refuse(ResponseError::KafkaStorageError, e.to_string()))?;
+                if let Some(prepared) = prepared {
+                    broker.security.install_tls(prepared);
+                }
                 for topic in broker.registry.topics() {
                     broker.refresh_topic_config(&topic);
                 }

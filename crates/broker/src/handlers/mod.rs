@@ -17,6 +17,7 @@ use {
         broker::Broker,
         fetch,
         network::codec::{DecodedRequest, Request, encode_response},
+        security::authorize::{self, Fixup},
     },
     bytes::Bytes,
     kafka_protocol::{error::ResponseError, messages::ApiKey},
@@ -58,18 +59,37 @@ pub enum Queued<F> {
 /// connection, so nothing read after it may be appended first.
 pub fn queue_produce(
     broker: &Arc<Broker>,
-    request: DecodedRequest,
+    mut request: DecodedRequest,
 ) -> Queued<impl Future<Output = Reply> + Send + 'static + use<>> {
+    if !matches!(&request.body, Request::Produce(r) if r.acks != 0) {
+        return Queued::Other(Box::new(request));
+    }
+    let (version, correlation_id) = (request.version, request.header.correlation_id);
+    let checked = authorize::check(broker, &mut request);
     let r = match request.body {
-        Request::Produce(r) if r.acks != 0 => r,
+        Request::Produce(r) => r,
         body => return Queued::Other(Box::new(DecodedRequest { body, ..request })),
     };
-    let (version, correlation_id) = (request.version, request.header.correlation_id);
     let acks = r.acks;
-    let queued = produce::queue_produce(broker, version, client_id(&request.header), r);
-    Queued::Produce(
-        async move { produce_reply(version, correlation_id, acks, queued.answer().await) },
-    )
+    let (queued, answered) = match checked {
+        Ok(fixup) => (
+            Some((
+                produce::queue_produce(broker, version, client_id(&request.header), r),
+                fixup,
+            )),
+            None,
+        ),
+        Err(reply) => (None, Some(reply)),
+    };
+    Queued::Produce(async move {
+        match (queued, answered) {
+            (Some((queued, fixup)), _) => {
+                produce_reply(version, correlation_id, acks, fixup, queued.answer().await)
+            }
+            (None, Some(reply)) => reply,
+            (None, None) => Reply::Close("produce neither queued nor answered".into()),
+        }
+    })
 }
 
 /// The request's `client.id` ("" when absent).
@@ -81,14 +101,19 @@ fn produce_reply(
     version: i16,
     correlation_id: i32,
     acks: i16,
-    outcome: produce::ProduceOutcome,
+    fixup: Fixup,
+    mut outcome: produce::ProduceOutcome,
 ) -> Reply {
     if acks == 0 {
+        if fixup.refused_any() {
+            return Reply::Close("acks=0 produce refused: not authorized".into());
+        }
         return match outcome.failure {
             Some(reason) => Reply::Close(format!("acks=0 produce failed: {reason}")),
             None => Reply::Nothing,
         };
     }
+    outcome.response = fixup.fill(outcome.response);
     match encode_response(ApiKey::Produce, version, correlation_id, &outcome.response) {
         Ok(frame) => Reply::Frame(frame),
         Err(reason) => Reply::Close(format!(
@@ -98,13 +123,18 @@ fn produce_reply(
 }
 
 /// Handles one request; returns the encoded answer.
-pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
+pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply {
+    let fixup = match authorize::check(broker, &mut request) {
+        Ok(fixup) => fixup,
+        Err(answer) => return answer,
+    };
     let DecodedRequest {
         api_key,
         version,
         header,
         body,
         peer,
+        session: _,
     } = request;
     let correlation_id = header.correlation_id;
     let encoded = match body {
@@ -121,98 +151,113 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
             api_key,
             version,
             correlation_id,
-            &metadata::handle_metadata(broker, version, r).await,
+            &fixup.fill(metadata::handle_metadata(broker, version, r).await),
         ),
         Request::Produce(r) => {
             let acks = r.acks;
             let queued = produce::queue_produce(broker, version, client_id(&header), r);
-            return produce_reply(version, correlation_id, acks, queued.answer().await);
+            return produce_reply(version, correlation_id, acks, fixup, queued.answer().await);
         }
-        Request::Fetch(r) => fetch::answer(broker, version, correlation_id, r).await,
+        Request::Fetch(r) => fetch::answer(broker, version, correlation_id, r, fixup).await,
         Request::ListOffsets(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &offsets::handle_list_offsets(broker, version, r).await,
+            &fixup.fill(offsets::handle_list_offsets(broker, version, r).await),
         ),
         Request::OffsetForLeaderEpoch(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &offsets::handle_offset_for_leader_epoch(broker, &r),
+            &fixup.fill(offsets::handle_offset_for_leader_epoch(broker, &r)),
         ),
         Request::CreateTopics(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &admin::handle_create_topics(broker, version, r).await,
+            &fixup.fill(admin::handle_create_topics(broker, version, r).await),
         ),
         Request::DeleteTopics(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &admin::handle_delete_topics(broker, version, r).await,
+            &fixup.fill(admin::handle_delete_topics(broker, version, r).await),
         ),
         Request::CreatePartitions(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &admin::handle_create_partitions(broker, r).await,
+            &fixup.fill(admin::handle_create_partitions(broker, r).await),
         ),
         Request::DeleteRecords(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &admin::handle_delete_records(broker, r).await,
+            &fixup.fill(admin::handle_delete_records(broker, r).await),
         ),
         Request::DescribeLogDirs(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &admin::handle_describe_log_dirs(broker, &r).await,
+            &fixup.fill(admin::handle_describe_log_dirs(broker, &r).await),
         ),
         Request::DescribeCluster(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &metadata::handle_describe_cluster(broker, &r),
+            &fixup.fill(metadata::handle_describe_cluster(broker, &r)),
         ),
         Request::DescribeTopicPartitions(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &topic_partitions::handle_describe_topic_partitions(broker, &r),
+            &fixup.fill(topic_partitions::handle_describe_topic_partitions(
+                broker, &r,
+            )),
         ),
         Request::DescribeConfigs(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &configs::handle_describe_configs(broker, &r),
+            &fixup.fill(configs::handle_describe_configs(broker, &r)),
         ),
         Request::AlterConfigs(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &configs::handle_alter_configs(broker, r).await,
+            &fixup.fill(configs::handle_alter_configs(broker, r).await),
         ),
         Request::ElectLeaders(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &elect::handle_elect_leaders(broker, version, &r),
+            &fixup.fill(elect::handle_elect_leaders(broker, version, &r)),
         ),
         Request::IncrementalAlterConfigs(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &configs::handle_incremental_alter_configs(broker, r).await,
+            &fixup.fill(configs::handle_incremental_alter_configs(broker, r).await),
         ),
         Request::Group(r) => {
-            crate::coordinator::group::wire::handle(broker, api_key, version, &header, peer, r)
-                .await
+            crate::coordinator::group::wire::handle(
+                broker, api_key, version, &header, peer, r, fixup,
+            )
+            .await
         }
         Request::Txn(r) => {
-            crate::coordinator::txn::wire::handle(broker, api_key, version, correlation_id, r).await
+            crate::coordinator::txn::wire::handle(
+                broker,
+                api_key,
+                version,
+                correlation_id,
+                r,
+                fixup,
+            )
+            .await
+        }
+        Request::Security(r) => {
+            crate::security::admin::handle(broker, api_key, version, correlation_id, r).await
         }
         Request::InitProducerId(r)
             if r.transactional_id.as_ref().is_some_and(|t| !t.0.is_empty()) =>
@@ -221,14 +266,16 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Reply {
                 api_key,
                 version,
                 correlation_id,
-                &crate::coordinator::txn::wire::init_producer_id(broker, version, r).await,
+                &fixup.fill(
+                    crate::coordinator::txn::wire::init_producer_id(broker, version, r).await,
+                ),
             )
         }
         Request::InitProducerId(r) => encode_response(
             api_key,
             version,
             correlation_id,
-            &producer::handle_init_producer_id(broker, r).await,
+            &fixup.fill(producer::handle_init_producer_id(broker, r).await),
         ),
     };
     match encoded {

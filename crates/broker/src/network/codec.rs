@@ -53,6 +53,8 @@ pub enum Request {
     Group(crate::coordinator::group::wire::GroupRequest),
     /// One of the transaction coordinator's APIs.
     Txn(crate::coordinator::txn::wire::TxnRequest),
+    /// SASL and the ACL and SCRAM-credential APIs.
+    Security(crate::security::admin::SecurityRequest),
     /// An `ApiVersions` request of a version this broker does not know: it
     /// is answered in the v0 format with UNSUPPORTED_VERSION, as Kafka does,
     /// so the client can pick a version it shares.
@@ -73,6 +75,9 @@ pub struct DecodedRequest {
     /// The client's address (set by the connection that read the frame);
     /// the group coordinator reports it as a member's client host.
     pub peer: Option<std::net::SocketAddr>,
+    /// Who sent it, on which listener (set by the connection); `None` for
+    /// requests the broker makes of itself, which are not authorized.
+    pub session: Option<std::sync::Arc<crate::security::session::Session>>,
 }
 
 /// Why a frame could not be decoded; the connection is closed with this as
@@ -147,6 +152,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
                 header,
                 body: Request::ApiVersionsUnsupported,
                 peer: None,
+                session: None,
             });
         }
         return Err(DecodeError::UnsupportedVersion {
@@ -169,6 +175,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
         header,
         body,
         peer: None,
+        session: None,
     })
 }
 

@@ -23,6 +23,14 @@
 //! request may take to arrive ([`frame`]); running out of file descriptors
 //! only delays accepting ([`fd`]). The per-connection code is generic over
 //! the stream, so a TLS stream serves as well as a TCP one.
+//!
+//! Each listener has its own accept loop; they share the limits and the
+//! budget. On an SSL or SASL_SSL listener the TLS handshake runs first,
+//! within a deadline (a failed one closes only that connection); every
+//! request then passes the connection's
+//! [`Authenticator`](crate::security::session::Authenticator), which
+//! answers the SASL exchange itself and hands the other requests on with
+//! the session's principal.
 
 pub mod codec;
 pub mod fd;
@@ -36,6 +44,11 @@ use {
         config::BrokerConfig,
         handlers::{self, Reply},
         metrics,
+        security::{
+            Endpoint,
+            principal::KafkaPrincipal,
+            session::{Authenticator, Outcome},
+        },
     },
     frame::{Activity, FrameRules, ReadEnd},
     futures_util::FutureExt,
@@ -47,7 +60,7 @@ use {
     },
     tokio::{
         io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter},
-        net::TcpListener,
+        net::{TcpListener, TcpStream},
         sync::{Semaphore, mpsc, oneshot, watch},
         task::JoinSet,
     },
@@ -61,6 +74,9 @@ const MAX_IN_FLIGHT: usize = 100;
 /// that pipelines large requests from filling the broker's memory (a
 /// request larger than this is read only once the ones before it are done).
 const PRODUCE_READ_AHEAD_BYTES: u32 = 4 << 20;
+
+/// Longest a client may take to complete its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest the accept loop backs off after a failed accept.
 const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
@@ -155,15 +171,15 @@ impl Trim {
     }
 }
 
-/// Accepts connections until `shutdown` becomes true, then waits for every
-/// connection to answer what it has read.
+/// Accepts connections on one listener until `shutdown` becomes true, then
+/// waits for every connection to answer what it has read.
 pub async fn serve(
     broker: Arc<Broker>,
-    network: Network,
+    network: Arc<Network>,
     listener: TcpListener,
+    endpoint: Arc<Endpoint>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let network = Arc::new(network);
     let mut connections = JoinSet::new();
     let mut reserve = fd::Reserve::new();
     let mut refusals = RefusalLog::default();
@@ -192,10 +208,11 @@ pub async fn serve(
                     let _ = stream.set_nodelay(true);
                     let broker = Arc::clone(&broker);
                     let network = Arc::clone(&network);
+                    let endpoint = Arc::clone(&endpoint);
                     let shutdown = shutdown.clone();
                     connections.spawn(async move {
-                        tracing::debug!(%peer, "connection opened");
-                        connection(broker, &network, stream, peer, shutdown).await;
+                        tracing::debug!(%peer, listener = %endpoint.spec.name, "connection opened");
+                        secure(broker, &network, stream, peer, endpoint, shutdown).await;
                         drop(slot);
                         metrics::connections_open(network.limits.open());
                         tracing::debug!(%peer, "connection closed");
@@ -235,6 +252,50 @@ pub async fn serve(
     while connections.join_next().await.is_some() {}
 }
 
+/// Runs the TLS handshake on a TLS listener (within a deadline, and until
+/// shutdown), then serves the connection.
+async fn secure(
+    broker: Arc<Broker>,
+    network: &Network,
+    stream: TcpStream,
+    peer: SocketAddr,
+    endpoint: Arc<Endpoint>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let Some(tls) = &endpoint.tls else {
+        let auth = Authenticator::new(Arc::clone(&endpoint), peer, KafkaPrincipal::anonymous());
+        return connection(broker, network, stream, peer, auth, shutdown).await;
+    };
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream));
+    let accepted = tokio::select! {
+        accepted = handshake => accepted,
+        _ = shutdown.changed() => return,
+    };
+    let listener = &endpoint.spec.name;
+    let stream = match accepted {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            metrics::tls_handshake_failed(listener);
+            tracing::warn!(%peer, %listener, error = %e, "closing connection: TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            metrics::tls_handshake_failed(listener);
+            tracing::warn!(%peer, %listener, "closing connection: TLS handshake timed out");
+            return;
+        }
+    };
+    let principal = match tls.principal(stream.get_ref().1.peer_certificates()) {
+        Ok(principal) => principal,
+        Err(reason) => {
+            tracing::warn!(%peer, %listener, %reason, "closing connection: no principal for the client certificate");
+            return;
+        }
+    };
+    let auth = Authenticator::new(Arc::clone(&endpoint), peer, principal);
+    connection(broker, network, stream, peer, auth, shutdown).await;
+}
+
 /// Serves one connection until the peer closes it, a request closes it, or
 /// `shutdown` becomes true.
 async fn connection<S>(
@@ -242,6 +303,7 @@ async fn connection<S>(
     network: &Network,
     stream: S,
     peer: SocketAddr,
+    mut auth: Authenticator,
     mut shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -328,6 +390,16 @@ async fn connection<S>(
                 break;
             }
         };
+        if auth.wants_raw_token() {
+            // After SaslHandshake v0 the SASL tokens come unframed by Kafka
+            // headers; they are answered in order like requests.
+            let replies = auth.raw_token(&broker, &frame).await;
+            drop(hold);
+            if !send_replies(&slots, &activity, replies).await {
+                break;
+            }
+            continue;
+        }
         let received = Instant::now();
         let frame_bytes = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         metrics::request_bytes(frame.len());
@@ -341,6 +413,18 @@ async fn connection<S>(
                 tracing::warn!(%peer, correlation_id = ?correlation, reason = %e, "closing connection: undecodable request");
                 metrics::decode_error();
                 break;
+            }
+        };
+        // Authentication requests are answered here (in order, through the
+        // same slots); anything else goes on with the session.
+        let request = match auth.request(&broker, request).await {
+            Outcome::Handle(request) => *request,
+            Outcome::Reply(replies) => {
+                drop(hold);
+                if !send_replies(&slots, &activity, replies).await {
+                    break;
+                }
+                continue;
             }
         };
         let (done, slot) = oneshot::channel();
@@ -405,4 +489,26 @@ async fn connection<S>(
     while produces.join_next().await.is_some() {}
     drop(slots);
     let _ = writer_task.await;
+}
+
+/// Queues answers made without a handler; false when the connection is
+/// closing (the writer stopped, or one of them closes it).
+async fn send_replies(
+    slots: &mpsc::Sender<oneshot::Receiver<Reply>>,
+    activity: &Activity,
+    replies: Vec<Reply>,
+) -> bool {
+    for reply in replies {
+        let closes = matches!(reply, Reply::Close(_));
+        let (done, slot) = oneshot::channel();
+        if slots.send(slot).await.is_err() {
+            return false;
+        }
+        activity.request_read();
+        let _ = done.send(reply);
+        if closes {
+            return false;
+        }
+    }
+    true
 }

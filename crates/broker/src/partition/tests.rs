@@ -422,7 +422,14 @@ async fn a_fetch_waits_for_the_memory_budget_and_its_frame_holds_it_until_sent()
     let answering = {
         let broker = Arc::clone(&broker);
         tokio::spawn(async move {
-            crate::fetch::answer(&broker, 12, 7, fetch_request(0, 0, 0, 1 << 20)).await
+            crate::fetch::answer(
+                &broker,
+                12,
+                7,
+                fetch_request(0, 0, 0, 1 << 20),
+                crate::security::authorize::Fixup::none(),
+            )
+            .await
         })
     };
     tokio::time::sleep(std::time::Duration::from_secs(60)).await;

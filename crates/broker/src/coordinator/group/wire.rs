@@ -59,6 +59,7 @@ pub async fn handle(
     header: &RequestHeader,
     peer: Option<std::net::SocketAddr>,
     request: GroupRequest,
+    fixup: crate::security::authorize::Fixup,
 ) -> Result<Bytes, String> {
     let Some(coordinator) = broker.groups.get() else {
         return Err("the group coordinator has not started".into());
@@ -80,31 +81,43 @@ pub async fn handle(
     }
     match request {
         GroupRequest::FindCoordinator(r) => {
-            let mut response = c.find_coordinator(&ctx, r.clone()).await;
+            let mut response = fixup.fill(c.find_coordinator(&ctx, r.clone()).await);
             if let Some(node) = broker.cluster.get() {
                 crate::cluster::coordinators::point_at_controller(node, &mut response);
             }
             mark_unavailable_coordinators(broker, c, version, &r, &mut response);
             encode_response(api_key, version, id, &response)
         }
-        GroupRequest::JoinGroup(r) => {
-            encode_response(api_key, version, id, &c.join_group(&ctx, r).await)
-        }
-        GroupRequest::SyncGroup(r) => {
-            encode_response(api_key, version, id, &c.sync_group(&ctx, r).await)
-        }
-        GroupRequest::Heartbeat(r) => {
-            encode_response(api_key, version, id, &c.heartbeat(&ctx, r).await)
-        }
-        GroupRequest::LeaveGroup(r) => {
-            encode_response(api_key, version, id, &c.leave_group(&ctx, r).await)
-        }
+        GroupRequest::JoinGroup(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.join_group(&ctx, r).await),
+        ),
+        GroupRequest::SyncGroup(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.sync_group(&ctx, r).await),
+        ),
+        GroupRequest::Heartbeat(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.heartbeat(&ctx, r).await),
+        ),
+        GroupRequest::LeaveGroup(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.leave_group(&ctx, r).await),
+        ),
         GroupRequest::OffsetCommit(r) => {
-            let response = commit_known_partitions(broker, c, &ctx, r).await;
+            let response = fixup.fill(commit_known_partitions(broker, c, &ctx, r).await);
             encode_response(api_key, version, id, &response)
         }
         GroupRequest::OffsetFetch(r) => {
-            let mut response = c.offset_fetch(&ctx, r).await;
+            let mut response = fixup.fill(c.offset_fetch(&ctx, r).await);
             for g in &mut response.groups {
                 if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
                     g.topics.clear();
@@ -113,14 +126,20 @@ pub async fn handle(
             }
             encode_response(api_key, version, id, &response)
         }
-        GroupRequest::OffsetDelete(r) => {
-            encode_response(api_key, version, id, &c.offset_delete(&ctx, r).await)
-        }
-        GroupRequest::ListGroups(r) => {
-            encode_response(api_key, version, id, &c.list_groups(&ctx, r).await)
-        }
+        GroupRequest::OffsetDelete(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.offset_delete(&ctx, r).await),
+        ),
+        GroupRequest::ListGroups(r) => encode_response(
+            api_key,
+            version,
+            id,
+            &fixup.fill(c.list_groups(&ctx, r).await),
+        ),
         GroupRequest::DescribeGroups(r) => {
-            let mut response = c.describe_groups(&ctx, r).await;
+            let mut response = fixup.fill(c.describe_groups(&ctx, r).await);
             for g in &mut response.groups {
                 if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
                     g.error_code = ResponseError::CoordinatorNotAvailable.code();
@@ -131,7 +150,7 @@ pub async fn handle(
         GroupRequest::DeleteGroups(r) => {
             // An unavailable partition's groups are not in memory, so the
             // coordinator writes nothing for them.
-            let mut response = c.delete_groups(&ctx, r).await;
+            let mut response = fixup.fill(c.delete_groups(&ctx, r).await);
             for g in &mut response.results {
                 if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
                     g.error_code = ResponseError::CoordinatorNotAvailable.code();
@@ -143,10 +162,10 @@ pub async fn handle(
             api_key,
             version,
             id,
-            &c.consumer_group_heartbeat(&ctx, r).await,
+            &fixup.fill(c.consumer_group_heartbeat(&ctx, r).await),
         ),
         GroupRequest::ConsumerGroupDescribe(r) => {
-            let mut response = c.consumer_group_describe(&ctx, r).await;
+            let mut response = fixup.fill(c.consumer_group_describe(&ctx, r).await);
             for g in &mut response.groups {
                 if let Some(reason) = c.unavailable_reason(g.group_id.0.as_str()) {
                     g.error_code = ResponseError::CoordinatorNotAvailable.code();

@@ -69,6 +69,7 @@ async fn call<R: Decodable>(broker: &Arc<Broker>, api: ApiKey, version: i16, bod
         header,
         body,
         peer: None,
+        session: None,
     };
     match handle(broker, request).await {
         Reply::Frame(frame) => {

@@ -271,9 +271,10 @@ pub async fn handle(
     version: i16,
     correlation_id: i32,
     request: TxnRequest,
+    fixup: crate::security::authorize::Fixup,
 ) -> Result<Bytes, String> {
     if let TxnRequest::DescribeProducers(r) = &request {
-        let response = super::producers::describe_producers(broker, r).await;
+        let response = fixup.fill(super::producers::describe_producers(broker, r).await);
         return encode_response(api_key, version, correlation_id, &response);
     }
     let Some(c) = broker.txns.get().map(Arc::clone) else {
@@ -304,15 +305,15 @@ pub async fn handle(
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::TxnOffsetCommit(r) => {
-            let response = txn_offset_commit(broker, c, version, r).await;
+            let response = fixup.fill(txn_offset_commit(broker, c, version, r).await);
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::DescribeTransactions(r) => {
-            let response = c.handle_describe_transactions(&r);
+            let response = fixup.fill(c.handle_describe_transactions(&r));
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::ListTransactions(r) => {
-            let response = c.handle_list_transactions(&r);
+            let response = fixup.fill(c.handle_list_transactions(&r));
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::EndTxn(r) => {

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Security benchmark (issue 15), in one run so the figures compare as
+ratios:
+
+1. confluent-kafka produce and consume throughput of 1 KiB records, and
+   produce latency at a fixed rate, over PLAINTEXT, SSL and SASL_SSL
+   (SCRAM-SHA-512) listeners of one broker;
+2. SCRAM connection setup rate (connect, SaslHandshake, the two
+   SaslAuthenticate round trips, one Metadata) over SASL_PLAINTEXT and
+   SASL_SSL, from a client that caches its salted password so the figure
+   is the broker's;
+3. the cost of authorization: 1 KiB records in 16 KiB batches through a
+   broker without an authorizer and one with `StandardAuthorizer` ACLs,
+   alternated A/B/A/B.
+
+Build first, then run with the interop venv:
+
+    cargo build --release -p krabka-broker
+    /work/main/.venv/bin/python bench/security.py [--seconds 8]
+"""
+
+import argparse
+import base64
+import hashlib
+import hmac
+import os
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import tempfile
+import time
+
+from benchlib import KRABKA_BIN, Broker, free_port
+from broker import confluent_consume, confluent_latency, confluent_produce
+
+ADMIN_PASSWORD = "admin-secret"
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'user_admin="admin-secret" user_writer="writer-secret";')
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def certificates(directory):
+    out = subprocess.run([KRABKA_BIN, "tls", "generate", "--dir", directory, "--pkcs12-password", "bench"],
+                         capture_output=True, timeout=60)
+    if out.returncode:
+        raise RuntimeError(out.stderr.decode())
+    return directory
+
+
+def secure_broker(work, extra=None):
+    """PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL listeners (SCRAM-SHA-512
+    and PLAIN), one PKCS#12 keystore for both TLS listeners."""
+    certs = os.path.join(work, "tls")
+    scram = os.path.join(work, "admin.scram")
+    with open(scram, "w") as f:
+        f.write("SCRAM-SHA-512=[name=admin,password=%s]\n" % ADMIN_PASSWORD)
+    port = free_port()
+    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+    settings = {
+        "listeners": ",".join(
+            ["PLAINTEXT://127.0.0.1:%d" % port] + ["%s://127.0.0.1:%d" % (n, p) for n, p in ports.items()]),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+        "krabka.sasl.scram.bootstrap.file": scram,
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": os.path.join(certs, "broker.p12"),
+        "ssl.keystore.password": "bench",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+    }
+    settings.update(extra or {})
+    broker = Broker(settings, directory=work, port=port)
+    broker.ports = ports
+    broker.certs = certs
+    return broker
+
+
+def client(broker, listener, user="admin", mechanism="SCRAM-SHA-512", password=ADMIN_PASSWORD):
+    if listener == "PLAINTEXT":
+        return broker.bootstrap, {}
+    conf = {"security.protocol": listener}
+    if listener in ("SSL", "SASL_SSL"):
+        conf["ssl.ca.location"] = os.path.join(broker.certs, "ca.pem")
+    if listener.startswith("SASL"):
+        conf.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+    return "127.0.0.1:%d" % broker.ports[listener], conf
+
+
+# --- SCRAM connection setup, by hand -------------------------------------------------
+
+def frame(api_key, version, correlation, body, flexible):
+    client_id = b"bench"
+    header = struct.pack(">hhih", api_key, version, correlation, len(client_id)) + client_id
+    if flexible:
+        header += b"\x00"  # no tagged fields
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock):
+    def exact(n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    (n,) = struct.unpack(">i", exact(4))
+    return exact(n)
+
+
+def uvarint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def compact_bytes(data):
+    return uvarint(len(data) + 1) + data
+
+
+def read_uvarint(buf, pos):
+    shift = value = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def authenticate_response(data):
+    """(error_code, auth_bytes) of a SaslAuthenticate v2 response."""
+    pos = 4  # correlation id
+    _, pos = read_uvarint(data, pos)  # header tagged fields
+    (error,) = struct.unpack(">h", data[pos:pos + 2])
+    pos += 2
+    n, pos = read_uvarint(data, pos)  # nullable compact string
+    pos += max(n - 1, 0)
+    n, pos = read_uvarint(data, pos)
+    return error, data[pos:pos + n - 1]
+
+
+class ScramClient:
+    """SCRAM-SHA-512 with the salted password cached per salt."""
+
+    def __init__(self, user, password):
+        self.user = user
+        self.password = password.encode()
+        self.salted = {}
+
+    def connect(self, address, context=None):
+        sock = socket.create_connection(address, timeout=30)
+        if context is not None:
+            sock = context.wrap_socket(sock, server_hostname="localhost")
+        mechanism = b"SCRAM-SHA-512"
+        sock.sendall(frame(17, 1, 1, struct.pack(">h", len(mechanism)) + mechanism, False))
+        read_frame(sock)
+        nonce = base64.b64encode(os.urandom(18)).decode()
+        first_bare = "n=%s,r=%s" % (self.user, nonce)
+        sock.sendall(frame(36, 2, 2, compact_bytes(("n,," + first_bare).encode()) + b"\x00", True))
+        error, server_first = authenticate_response(read_frame(sock))
+        assert error == 0, error
+        fields = dict(f.split("=", 1) for f in server_first.decode().split(","))
+        salt, iterations = base64.b64decode(fields["s"]), int(fields["i"])
+        key = (salt, iterations)
+        if key not in self.salted:
+            self.salted[key] = hashlib.pbkdf2_hmac("sha512", self.password, salt, iterations)
+        salted = self.salted[key]
+        client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+        stored_key = hashlib.sha512(client_key).digest()
+        without_proof = "c=biws,r=%s" % fields["r"]
+        auth = ",".join([first_bare, server_first.decode(), without_proof]).encode()
+        signature = hmac.new(stored_key, auth, "sha512").digest()
+        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+        final = ("%s,p=%s" % (without_proof, proof)).encode()
+        sock.sendall(frame(36, 2, 3, compact_bytes(final) + b"\x00", True))
+        error, _ = authenticate_response(read_frame(sock))
+        assert error == 0, error
+        # One request as the authenticated principal: Metadata v9, no topics.
+        sock.sendall(frame(3, 9, 4, b"\x01\x00\x00\x00\x00", True))
+        read_frame(sock)
+        sock.close()
+
+
+def setup_rate(address, seconds, context=None):
+    scram = ScramClient("admin", ADMIN_PASSWORD)
+    scram.connect(address, context)  # warm: the salted password is cached
+    done = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        scram.connect(address, context)
+        done += 1
+    return done / (time.perf_counter() - start)
+
+
+# --- the runs ---------------------------------------------------------------------------
+
+def protocols(seconds):
+    work = tempfile.mkdtemp(prefix="krabka-bench-sec-")
+    certificates(os.path.join(work, "tls"))
+    broker = secure_broker(work)
+    rows = []
+    try:
+        for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
+            bootstrap, extra = client(broker, listener)
+            topic = "sec-%s" % listener.lower()
+            p_rec, p_mb, sent = confluent_produce(bootstrap, topic, 1024, seconds, extra=extra)
+            c_rec, c_mb = confluent_consume(bootstrap, topic, sent, extra=extra)
+            rate, lat = confluent_latency(bootstrap, topic + "-lat", 1024, 5000, seconds, "1", extra=extra)
+            rows.append((listener, p_rec, p_mb, c_rec, c_mb, rate, lat))
+        setups = []
+        for listener in ("SASL_PLAINTEXT", "SASL_SSL"):
+            context = None
+            if listener == "SASL_SSL":
+                context = ssl.create_default_context(cafile=os.path.join(broker.certs, "ca.pem"))
+            setups.append((listener, setup_rate(("127.0.0.1", broker.ports[listener]), seconds, context)))
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return rows, setups
+
+
+def authorization(seconds, rounds=2):
+    """Produce throughput without and with an authorizer (PLAIN, SASL_PLAINTEXT)."""
+    results = {"off": [], "on": []}
+    works = []
+    for _ in range(rounds):
+        for mode in ("off", "on"):
+            work = tempfile.mkdtemp(prefix="krabka-bench-acl-")
+            certificates(os.path.join(work, "tls"))
+            works.append(work)
+            extra = {}
+            if mode == "on":
+                extra = {"authorizer.class.name": AUTHORIZER, "super.users": "User:admin"}
+            broker = secure_broker(work, extra)
+            try:
+                bootstrap, conf = client(broker, "SASL_PLAINTEXT", "writer", "PLAIN", "writer-secret")
+                if mode == "on":
+                    grant_write(broker, "writer", "acl-bench")
+                conf = dict(conf, **{"batch.size": 16384, "linger.ms": 5})
+                rec, mb, _ = confluent_produce(bootstrap, "acl-bench", 1024, seconds, extra=conf)
+                results[mode].append((rec, mb))
+            finally:
+                broker.stop()
+    for work in works:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def grant_write(broker, user, topic):
+    from kafka import KafkaAdminClient
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
+
+    admin = KafkaAdminClient(
+        bootstrap_servers="127.0.0.1:%d" % broker.ports["SASL_PLAINTEXT"], security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN", sasl_plain_username="admin", sasl_plain_password="admin-secret")
+    try:
+        for op in (ACLOperation.WRITE, ACLOperation.CREATE):
+            admin.create_acls([ACL("User:%s" % user, "*", op, ACLPermissionType.ALLOW,
+                                   ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))])
+    finally:
+        admin.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=8)
+    args = parser.parse_args()
+    rows, setups = protocols(args.seconds)
+    print("| listener | produce | consume | latency at %s/s, acks=1: p50 / p99 / p99.9 |" % 5000)
+    print("| --- | --- | --- | --- |")
+    base = rows[0]
+    for listener, p_rec, p_mb, c_rec, c_mb, rate, lat in rows:
+        print("| %s | %.0f MB/s (%.0f%%) | %.0f MB/s (%.0f%%) | %.2f / %.2f / %.2f ms |" % (
+            listener, p_mb, 100 * p_mb / base[2], c_mb, 100 * c_mb / base[4], *lat))
+    print()
+    print("| SCRAM-SHA-512 connection setup | per second |")
+    print("| --- | --- |")
+    for listener, rate in setups:
+        print("| %s | %.0f |" % (listener, rate))
+    results = authorization(args.seconds)
+    print()
+    print("| 1 KiB records, 16 KiB batches, SASL_PLAINTEXT | produce MB/s per round |")
+    print("| --- | --- |")
+    for mode in ("off", "on"):
+        label = "no authorizer" if mode == "off" else "StandardAuthorizer with ACLs"
+        print("| %s | %s |" % (label, " / ".join("%.1f" % mb for _, mb in results[mode])))
+
+
+if __name__ == "__main__":
+    main()
