@@ -5,7 +5,7 @@
 //! (`Fenced`: stop acting as owner), a refused start (schema too new, node id
 //! taken), and the conflicts an admin request reports to its client.
 
-use krabka_ids::BrokerId;
+use krabka_ids::{BrokerId, ProducerEpoch, ProducerId};
 
 /// Errors of the cluster stores.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +55,28 @@ pub enum ClusterError {
     /// what it tried to write, or its lease lapsed.
     #[error("fenced: {0}")]
     Fenced(String),
+    /// A transactional write or marker carried an older epoch of its
+    /// producer than the shard has seen (a zombie producer).
+    #[error("producer {} is at epoch {}; epoch {} is fenced", producer.0, current.0, found.0)]
+    ProducerFenced {
+        /// The producer.
+        producer: ProducerId,
+        /// The latest epoch the shard has seen.
+        current: ProducerEpoch,
+        /// The epoch presented.
+        found: ProducerEpoch,
+    },
+    /// A transaction marker came from an older transaction coordinator than
+    /// the last one that wrote a marker for the producer.
+    #[error("transaction coordinator epoch {found} for producer {} is older than {current}", producer.0)]
+    CoordinatorFenced {
+        /// The producer.
+        producer: ProducerId,
+        /// The latest coordinator epoch seen.
+        current: i32,
+        /// The epoch presented.
+        found: i32,
+    },
     /// A topic of that name exists already.
     #[error("topic {0} already exists")]
     TopicExists(String),

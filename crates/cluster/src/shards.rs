@@ -226,6 +226,72 @@ impl Cluster {
             .await
     }
 
+    /// [`acquire_shard`](Self::acquire_shard) for several shards in one
+    /// round trip: returns the leases of those that were free or expired
+    /// (in shard order).
+    ///
+    /// # Errors
+    ///
+    /// [`ClusterError::Database`] / [`ClusterError::Unavailable`].
+    pub async fn acquire_shards(
+        &self,
+        broker: &BrokerLease,
+        shards: &[ShardId],
+        timing: &LeaseTiming,
+    ) -> Result<Vec<ShardLease>, ClusterError> {
+        if shards.is_empty() {
+            return Ok(Vec::new());
+        }
+        let duration = timing.duration_ms() as f64;
+        let kinds: Vec<&str> = shards.iter().map(|s| s.kind.as_str()).collect();
+        let partitions: Vec<i32> = shards.iter().map(|s| s.partition).collect();
+        self.db
+            .run("acquire_shards", async |conn| {
+                let tx = conn.transaction().await?;
+                tx.execute(
+                    "INSERT INTO shard_leases (kind, shard)
+                     SELECT * FROM unnest($1::text[], $2::integer[]) ON CONFLICT DO NOTHING",
+                    &[&kinds, &partitions],
+                )
+                .await?;
+                let rows = tx
+                    .query(
+                        "UPDATE shard_leases AS s
+                         SET owner = $3, epoch = s.epoch + 1,
+                             expires_at = clock_timestamp() + $5 * interval '1 millisecond'
+                         FROM unnest($1::text[], $2::integer[]) AS w(kind, shard)
+                         WHERE s.kind = w.kind AND s.shard = w.shard
+                           AND s.expires_at <= clock_timestamp()
+                           AND EXISTS (SELECT 1 FROM brokers
+                                       WHERE node_id = $3 AND epoch = $4
+                                         AND lease_expires_at > clock_timestamp())
+                         RETURNING s.kind, s.shard, s.epoch",
+                        &[
+                            &kinds,
+                            &partitions,
+                            &broker.node.0,
+                            &broker.epoch.0,
+                            &duration,
+                        ],
+                    )
+                    .await?;
+                tx.commit().await?;
+                let mut leases: Vec<ShardLease> = rows
+                    .iter()
+                    .filter_map(|row| {
+                        Some(ShardLease {
+                            shard: ShardId::new(ShardKind::parse(row.get(0))?, row.get(1)),
+                            owner: broker.node,
+                            epoch: LeaseEpoch(row.get(2)),
+                        })
+                    })
+                    .collect();
+                leases.sort_by_key(|l| l.shard);
+                Ok::<_, OpError>(leases)
+            })
+            .await
+    }
+
     /// Gives `lease` up at once (a clean shutdown or a rebalance), so another
     /// broker need not wait for it to expire. Returns whether it was still
     /// held.

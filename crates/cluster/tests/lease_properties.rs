@@ -164,13 +164,19 @@ async fn run_case(
             }
         }
     }
-    let stored = cluster.read_state(shard).await.unwrap();
-    let expected: Vec<StoredEntry> = model
-        .value
-        .map(|v| StoredEntry::Committed {
-            key: b"k".to_vec(),
-            value: vec![v],
+    let stored: Vec<(Vec<u8>, Vec<u8>)> = cluster
+        .read_state(shard)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            StoredEntry::Committed { key, value, .. } => Some((key, value)),
+            StoredEntry::Pending { .. } => None,
         })
+        .collect();
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+        .value
+        .map(|v| (b"k".to_vec(), vec![v]))
         .into_iter()
         .collect();
     assert_eq!(stored, expected, "only the holders' writes are stored");

@@ -10,7 +10,7 @@ use {
         ClusterError, Fence, LeaseTiming, ShardId, ShardKind,
         events::NewEvent,
         migrate::{self, Migration},
-        state::{StateRecord, StoredEntry},
+        state::{PendingMarker, StateRecord, StoredEntry},
         topics::TopicRecord,
     },
     krabka_ids::{BrokerId, ProducerEpoch, ProducerId},
@@ -29,7 +29,7 @@ fn committed(entries: &[StoredEntry]) -> Vec<(String, String)> {
     entries
         .iter()
         .filter_map(|e| match e {
-            StoredEntry::Committed { key, value } => Some((
+            StoredEntry::Committed { key, value, .. } => Some((
                 String::from_utf8_lossy(key).into_owned(),
                 String::from_utf8_lossy(value).into_owned(),
             )),
@@ -74,7 +74,8 @@ async fn migrations_run_once_even_when_brokers_start_together() {
         .await
         .expect("migrations table");
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    check!(versions == vec![migrate::latest_version()]);
+    let all: Vec<i32> = migrate::MIGRATIONS.iter().map(|m| m.version).collect();
+    check!(versions == all, "each migration applied once, in order");
 }
 
 async fn join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
@@ -337,7 +338,7 @@ async fn a_deposed_owner_cannot_write_state() {
     assert2::assert!(let Err(ClusterError::Fenced(_)) =
             cluster.write_pending(&old, (ProducerId(5), ProducerEpoch(0)), &[rec("o2", Some("1"))]).await
     );
-    assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.complete_pending(&old, ProducerId(5), true).await);
+    assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.complete_pending(&old, &marker(5, 0, true)).await);
 
     // The new owner loads what the old one wrote, and nothing after its fall.
     let loaded = cluster.read_state(shard).await.unwrap();
@@ -436,6 +437,7 @@ async fn transactional_records_wait_for_their_marker() {
                 epoch,
                 key,
                 value,
+                ..
             } => Some((producer.0, epoch.0, key.clone(), value.clone())),
             StoredEntry::Committed { .. } => None,
         })
@@ -451,26 +453,169 @@ async fn transactional_records_wait_for_their_marker() {
 
     check!(
         cluster
-            .complete_pending(&lease, ProducerId(100), true)
+            .complete_pending(&lease, &marker(100, 2, true))
             .await
             .unwrap()
             == 2
     );
     check!(
         cluster
-            .complete_pending(&lease, ProducerId(200), false)
+            .complete_pending(&lease, &marker(200, 0, false))
             .await
             .unwrap()
             == 1
     );
     let loaded = cluster.read_state(shard).await.unwrap();
+    check!(committed(&loaded) == vec![("o1".into(), "9".into())]);
+}
+
+fn marker(producer: i64, epoch: i16, commit: bool) -> PendingMarker {
+    PendingMarker {
+        producer: ProducerId(producer),
+        epoch: ProducerEpoch(epoch),
+        coordinator_epoch: 0,
+        commit,
+    }
+}
+
+#[tokio::test]
+async fn write_order_numbers_follow_the_batch_and_a_later_write_beats_a_committed_transaction() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let shard = ShardId::new(ShardKind::ConsumerOffsets, 4);
+    let lease = cluster
+        .acquire_shard(&one, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    let producer = (ProducerId(7), ProducerEpoch(1));
+    let txn = cluster
+        .write_pending(
+            &lease,
+            producer,
+            &[rec("a", Some("txn")), rec("b", Some("txn"))],
+        )
+        .await
+        .unwrap();
+    // A regular commit of `a` after the transactional one: it wins when the
+    // transaction commits, as the later record of the log would.
+    let first = cluster
+        .write_state(
+            &lease,
+            &[
+                rec("x", Some("1")),
+                rec("a", Some("plain")),
+                rec("x", Some("2")),
+            ],
+        )
+        .await
+        .unwrap();
+    check!(first > txn);
+    cluster
+        .complete_pending(&lease, &marker(7, 1, true))
+        .await
+        .unwrap();
+    let loaded = cluster.read_state(shard).await.unwrap();
+    let seqs: Vec<(String, i64)> = loaded
+        .iter()
+        .filter_map(|e| match e {
+            StoredEntry::Committed { seq, key, .. } => {
+                Some((String::from_utf8_lossy(key).into_owned(), *seq))
+            }
+            StoredEntry::Pending { .. } => None,
+        })
+        .collect();
     check!(
-        loaded
-            == vec![StoredEntry::Committed {
-                key: b"o1".to_vec(),
-                value: b"9".to_vec()
-            }]
+        seqs == vec![
+            ("b".into(), txn + 1),
+            ("a".into(), first + 1),
+            ("x".into(), first + 2)
+        ]
     );
+    check!(
+        committed(&loaded)
+            == vec![
+                ("b".into(), "txn".into()),
+                ("a".into(), "plain".into()),
+                ("x".into(), "2".into())
+            ]
+    );
+}
+
+#[tokio::test]
+async fn zombie_producers_and_old_coordinators_are_fenced() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let shard = ShardId::new(ShardKind::ConsumerOffsets, 5);
+    let lease = cluster
+        .acquire_shard(&one, shard, &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    cluster
+        .write_pending(
+            &lease,
+            (ProducerId(9), ProducerEpoch(3)),
+            &[rec("a", Some("3"))],
+        )
+        .await
+        .unwrap();
+    // The producer's older epoch is a zombie.
+    assert2::assert!(let Err(ClusterError::ProducerFenced { .. }) = cluster
+        .write_pending(&lease, (ProducerId(9), ProducerEpoch(2)), &[rec("a", Some("2"))])
+        .await);
+    // An abort at a bumped epoch, by coordinator epoch 5, ends it.
+    let abort = PendingMarker {
+        producer: ProducerId(9),
+        epoch: ProducerEpoch(4),
+        coordinator_epoch: 5,
+        commit: false,
+    };
+    check!(cluster.complete_pending(&lease, &abort).await.unwrap() == 1);
+    // A marker of the old coordinator, or of the fenced epoch, changes nothing.
+    let stale_coordinator = PendingMarker {
+        coordinator_epoch: 4,
+        epoch: ProducerEpoch(4),
+        ..abort
+    };
+    assert2::assert!(let Err(ClusterError::CoordinatorFenced { .. }) =
+        cluster.complete_pending(&lease, &stale_coordinator).await);
+    assert2::assert!(let Err(ClusterError::ProducerFenced { .. }) =
+        cluster.complete_pending(&lease, &marker(9, 3, true)).await);
+    assert2::assert!(let Err(ClusterError::ProducerFenced { .. }) = cluster
+        .write_pending(&lease, (ProducerId(9), ProducerEpoch(3)), &[rec("a", Some("3"))])
+        .await);
+    check!(cluster.read_state(shard).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn shards_are_acquired_in_one_round_trip_when_free() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let two = register(&cluster, 2).await;
+    let shards: Vec<ShardId> = (0..4)
+        .map(|p| ShardId::new(ShardKind::TransactionState, p))
+        .collect();
+    let taken = cluster
+        .acquire_shard(&two, shards[2], &LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    let got = cluster.acquire_shards(&one, &shards, &LONG).await.unwrap();
+    let got_shards: Vec<ShardId> = got.iter().map(|l| l.shard).collect();
+    check!(got_shards == vec![shards[0], shards[1], shards[3]]);
+    check!(got.iter().all(|l| l.owner == BrokerId(1) && l.epoch.0 == 1));
+    expire_shard(&cluster, &taken).await;
+    let again = cluster.acquire_shards(&one, &shards, &LONG).await.unwrap();
+    check!(again.len() == 1);
+    check!(again[0].shard == shards[2]);
+    check!(again[0].epoch.0 == 2);
 }
 
 #[tokio::test]
