@@ -372,7 +372,8 @@ pub fn publish(broker: &Arc<Broker>) {
         ends.insert((p.topic.clone(), p.index), end);
         gauge!("krabka_partition_log_size_bytes", &labels).set(p.local_log().size_bytes() as f64);
         gauge!("krabka_partition_log_end_offset", &labels).set(end as f64);
-        gauge!("krabka_partition_log_start_offset", &labels).set(p.local_log().log_start_offset() as f64);
+        gauge!("krabka_partition_log_start_offset", &labels)
+            .set(p.local_log().log_start_offset() as f64);
     }
     gauge!("krabka_partitions").set(partitions.len() as f64);
     let topics: BTreeSet<String> = broker

@@ -239,7 +239,10 @@ impl ClusterNode {
             .ok_or_else(|| "this broker's cluster lease lapsed".to_owned())?;
         let block = self
             .runtime
-            .block_on(self.cluster.allocate_producer_ids(&lease, PRODUCER_ID_BLOCK))
+            .block_on(
+                self.cluster
+                    .allocate_producer_ids(&lease, PRODUCER_ID_BLOCK),
+            )
             .map_err(|e| e.to_string())?;
         let mut ids = self
             .producer_ids

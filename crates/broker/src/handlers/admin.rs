@@ -321,6 +321,10 @@ async fn create_topic_within(
         &|n| topic_config::resolve_topic(&broker.config, &broker.registry, &configs, n).value,
     )
     .map_err(|m| AdminError::new(ResponseError::InvalidConfig, m))?;
+    crate::diskless::validate_topic(&|n| {
+        topic_config::resolve_topic(&broker.config, &broker.registry, &configs, n).value
+    })
+    .map_err(|m| AdminError::new(ResponseError::InvalidConfig, m))?;
     if broker.registry.get(name).is_some() {
         return Err(AdminError::new(
             ResponseError::TopicAlreadyExists,

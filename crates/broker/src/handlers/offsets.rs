@@ -66,7 +66,8 @@ pub async fn handle_list_offsets(
             r.timestamp = -1;
             r.offset = -1;
             r.leader_epoch = -1;
-            let Some(partition) = broker.partitions.storage(&topic.name.0, p.partition_index) else {
+            let Some(partition) = broker.partitions.storage(&topic.name.0, p.partition_index)
+            else {
                 r.error_code = broker
                     .missing_partition(&topic.name.0, p.partition_index)
                     .code();
