@@ -488,6 +488,7 @@ async fn alter_resource(
                 ));
             }
             let next = apply(&meta.configs, changes, true, replace)?;
+            diskless_change(broker, &meta.configs, &next)?;
             crate::remote::settings::validate_topic(
                 crate::remote::settings::system_enabled(&broker.config),
                 &|n| {
@@ -496,7 +497,6 @@ async fn alter_resource(
                 },
             )
             .map_err(|m| refuse(ResponseError::InvalidConfig, m))?;
-            diskless_change(broker, &meta.configs, &next)?;
             let tiering = tiering_change(broker, &meta.configs, &next, &name)?;
             if validate_only {
                 return Ok(());
