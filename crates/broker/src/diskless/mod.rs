@@ -50,7 +50,7 @@ pub enum StoreChoice {
     /// A local directory (a single node, or brokers sharing one machine).
     Filesystem(PathBuf),
     /// S3 or GCS, configured as the remote tier's object stores are.
-    Object(ObjectStoreConfig),
+    Object(Box<ObjectStoreConfig>),
 }
 
 /// The broker settings of diskless topics.
@@ -113,11 +113,11 @@ impl DisklessSettings {
         {
             "s3" => {
                 reader.refuse_family("gcs.", "s3")?;
-                StoreChoice::Object(ObjectStoreConfig::S3(reader.s3()?))
+                StoreChoice::Object(Box::new(ObjectStoreConfig::S3(reader.s3()?)))
             }
             "gcs" => {
                 reader.refuse_family("s3.", "gcs")?;
-                StoreChoice::Object(ObjectStoreConfig::Gcs(reader.gcs()?))
+                StoreChoice::Object(Box::new(ObjectStoreConfig::Gcs(reader.gcs()?)))
             }
             _ => {
                 for family in [
@@ -253,7 +253,9 @@ impl DisklessRuntime {
                         .map_err(|e| {
                             BrokerError::Config(format!("diskless store {}: {e}", dir.display()))
                         })?
-                        .with_automatic_cleanup(true),
+                        .with_automatic_cleanup(true)
+                        // An object is durable before its batches are committed.
+                        .with_fsync(true),
                 )
             }
             StoreChoice::Object(config) => config.build().map_err(|e| {
