@@ -93,7 +93,8 @@ impl Broker {
             cleaner,
             std::sync::Arc::clone(&remote),
             crate::remote::settings::system_enabled(&config),
-        );
+        )
+        .with_diskless(crate::diskless::DisklessSettings::from_config(&config)?);
         let fetch_settings = FetchSettings::from_config(&config);
         // In cluster mode only internal topics open here; the others open
         // once the cluster says which of their partitions live on this broker.
@@ -216,7 +217,7 @@ impl Broker {
     /// another broker.
     #[must_use]
     pub fn partition_exists(&self, topic: &str, partition: i32) -> bool {
-        self.partitions.get(topic, partition).is_some()
+        self.partitions.contains(topic, partition)
             || self
                 .cluster
                 .get()

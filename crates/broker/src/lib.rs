@@ -19,6 +19,7 @@ pub mod broker;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
+pub mod diskless;
 pub mod error;
 pub mod fetch;
 pub mod handlers;

@@ -184,6 +184,9 @@ pub async fn run_until(
     shutdown_tx.send_replace(true);
     while servers.join_next().await.is_some() {}
     let _ = housekeeping.await;
+    if let Some(diskless) = broker.partitions.diskless_started() {
+        diskless.stop().await;
+    }
     // Deregistering releases this broker's leases at once.
     membership_stop.send_replace(true);
     if let Some(membership) = cluster {
@@ -241,6 +244,10 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
     let retention_every = Duration::from_millis(broker.config.retention_check_interval_ms.max(1));
     let mut retention = tokio::time::interval(retention_every);
     let mut gauges = tokio::time::interval(Duration::from_secs(5));
+    let diskless_every = crate::diskless::DisklessSettings::from_config(&broker.config)
+        .map_or(Duration::from_secs(30), |s| s.cleaner_interval);
+    let mut diskless = tokio::time::interval(diskless_every);
+    diskless.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -268,6 +275,13 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
                 }).await;
             }
             _ = gauges.tick() => metrics::publish(&broker),
+            _ = diskless.tick() => {
+                // Diskless retention and the cleaner, once a diskless
+                // partition has started the runtime.
+                if let Some(runtime) = broker.partitions.diskless_started() {
+                    runtime.housekeeping(&broker.partitions.all_diskless()).await;
+                }
+            }
             _ = shutdown.changed() => return,
         }
     }

@@ -191,6 +191,16 @@ impl BrokerConfig {
                     .map_err(|reason| BrokerError::Config(format!("{reason} ({origin})")))?;
                 continue;
             }
+            // The diskless store's settings take the same names under their own prefix.
+            if name.starts_with(crate::diskless::STORAGE_CONFIG_PREFIX) {
+                crate::remote::backend::validate_rsm(
+                    crate::diskless::STORAGE_CONFIG_PREFIX,
+                    name,
+                    value,
+                )
+                .map_err(|reason| BrokerError::Config(format!("{reason} ({origin})")))?;
+                continue;
+            }
             let setting = defs::broker_setting(name)
                 .ok_or_else(|| BrokerError::Config(format!("unknown setting {name} ({origin})")))?;
             setting.kind.validate(value).map_err(|reason| {

@@ -316,6 +316,11 @@ async fn create_topic_within(
         defs::validate_topic_setting(key, value)
             .map_err(|m| AdminError::new(ResponseError::InvalidConfig, m))?;
     }
+    // The diskless combinations first: their refusal says what is wrong.
+    crate::diskless::validate_topic(&|n| {
+        topic_config::resolve_topic(&broker.config, &broker.registry, &configs, n).value
+    })
+    .map_err(|m| AdminError::new(ResponseError::InvalidConfig, m))?;
     crate::remote::settings::validate_topic(
         crate::remote::settings::system_enabled(&broker.config),
         &|n| topic_config::resolve_topic(&broker.config, &broker.registry, &configs, n).value,

@@ -473,6 +473,30 @@ fn apply(
     Ok(next)
 }
 
+/// `diskless.enable` is create-only (refused as Kafka refuses changing a
+/// create-only config), and a diskless topic's other configs must stay
+/// valid for it.
+fn diskless_change(
+    broker: &Broker,
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+) -> Result<(), Refusal> {
+    let value = |configs: &BTreeMap<String, String>, name: &str| {
+        resolve_topic(&broker.config, &broker.registry, configs, name).value
+    };
+    let flag = |configs: &BTreeMap<String, String>| {
+        value(configs, "diskless.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    };
+    if flag(current) != flag(next) {
+        return Err(refuse(
+            ResponseError::InvalidConfig,
+            "diskless.enable can only be set when the topic is created; it cannot be altered.",
+        ));
+    }
+    crate::diskless::validate_topic(&|n| value(next, n))
+        .map_err(|m| refuse(ResponseError::InvalidConfig, m))
+}
+
 /// KIP-950: what the change does to `remote.storage.enable`, refused when
 /// Kafka refuses it.
 fn tiering_change(
@@ -522,6 +546,7 @@ async fn alter_resource(
                 ));
             }
             let next = apply(&meta.configs, changes, true, replace)?;
+            diskless_change(broker, &meta.configs, &next)?;
             crate::remote::settings::validate_topic(
                 crate::remote::settings::system_enabled(&broker.config),
                 &|n| {

@@ -46,7 +46,7 @@ pub fn handle_elect_leaders(
         for &partition in &topic.partitions {
             let mut p = PartitionResult::default();
             p.partition_id = partition;
-            let error = if broker.partitions.get(&topic.topic.0, partition).is_some() {
+            let error = if broker.partitions.contains(&topic.topic.0, partition) {
                 ResponseError::ElectionNotNeeded
             } else {
                 ResponseError::UnknownTopicOrPartition

@@ -71,7 +71,7 @@ fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataRe
                     p.leader_id = BrokerId(-1);
                     p.isr_nodes = Vec::new();
                 }
-            } else if broker.partitions.get(&topic.name, index).is_none() {
+            } else if !broker.partitions.contains(&topic.name, index) {
                 p.error_code = ResponseError::LeaderNotAvailable.code();
                 p.leader_id = BrokerId(-1);
                 if broker

@@ -138,6 +138,30 @@ pub fn queue_produce(
                 })
             {
                 partition_error(data.index, code, Some(message))
+            } else if let Some(storage) = meta
+                .as_ref()
+                .and_then(|m| broker.partitions.get_diskless(&m.name, data.index))
+            {
+                // A diskless partition: the batches go to the shared object
+                // writer, answered after the batch coordinator's commit.
+                let records = data.records.unwrap_or_default();
+                if records.is_empty() {
+                    refuse(
+                        ResponseError::CorruptMessage,
+                        "produce request carries no record batch".into(),
+                    )
+                } else if version < 7 && has_zstd_batch(&records) {
+                    refuse(
+                        ResponseError::UnsupportedCompressionType,
+                        format!(
+                            "Produce requests with version {version} are not allowed to use ZStandard compression"
+                        ),
+                    )
+                } else {
+                    pending.push(Box::pin(append_diskless(storage, data.index, records)));
+                    slots.push((topics.len(), None));
+                    continue;
+                }
             } else if let Some(partition) = meta
                 .as_ref()
                 .and_then(|m| broker.partitions.get(&m.name, data.index))
@@ -250,19 +274,39 @@ fn append(
 ) -> impl Future<Output = PartitionProduceResponse> + Send {
     let size = records.len();
     let appended = partition.queue_append(records);
-    async move { answer_append(&partition, index, size, appended.await) }
+    async move {
+        let appended = appended.await;
+        answer_append(&partition.topic, &*partition, index, size, appended)
+    }
+}
+
+/// Queues one diskless partition's batches now; the future gives the
+/// answer once they are committed.
+fn append_diskless(
+    storage: Arc<crate::diskless::DisklessStorage>,
+    index: i32,
+    records: bytes::Bytes,
+) -> impl Future<Output = PartitionProduceResponse> + Send {
+    use crate::partition::PartitionStorage as _;
+    let size = records.len();
+    let appended = storage.append(records);
+    async move {
+        let appended = appended.await;
+        answer_append(&storage.topic, &*storage, index, size, appended)
+    }
 }
 
 fn answer_append(
-    partition: &crate::partition::Partition,
+    topic: &str,
+    partition: &dyn std::fmt::Debug,
     index: i32,
     size: usize,
     appended: Result<Result<krabka_log::AppendInfo, krabka_log::LogError>, impl std::fmt::Display>,
 ) -> PartitionProduceResponse {
     match appended {
         Ok(Ok(info)) => {
-            metrics::bytes_in(&partition.topic, size);
-            metrics::messages_in(&partition.topic, info.record_count);
+            metrics::bytes_in(topic, size);
+            metrics::messages_in(topic, info.record_count);
             let mut r = PartitionProduceResponse::default();
             r.index = index;
             r.base_offset = info.first_offset;

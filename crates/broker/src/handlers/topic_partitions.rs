@@ -55,7 +55,7 @@ fn partitions(
             p.isr_nodes = vec![node];
             p.eligible_leader_replicas = Some(Vec::new());
             p.last_known_elr = Some(Vec::new());
-            if broker.partitions.get(&meta.name, index).is_none() {
+            if !broker.partitions.contains(&meta.name, index) {
                 p.error_code = ResponseError::LeaderNotAvailable.code();
                 p.leader_id = BrokerId(-1);
             }

@@ -26,11 +26,17 @@ pub use {
 };
 
 use {
-    crate::{error::BrokerError, remote::RemoteLogManager, topics::config::BrokerSideConfig},
+    crate::{
+        diskless::{DisklessRuntime, DisklessSettings, DisklessStorage},
+        error::BrokerError,
+        remote::RemoteLogManager,
+        topics::config::BrokerSideConfig,
+    },
     append_queue::AppendQueue,
     bytes::Bytes,
     krabka_ids::LeaderEpoch,
     krabka_log::{Clock, Log, LogCleaner, LogConfig, SystemClock},
+    krabka_remote_storage::diskless::DisklessPartition,
     std::{
         collections::HashMap,
         path::{Path, PathBuf},
@@ -189,6 +195,12 @@ pub struct PartitionManager {
     cleaner: Option<LogCleaner>,
     remote: RemoteSlot,
     remote_system: bool,
+    /// Partitions of diskless topics (no local log; see [`crate::diskless`]).
+    diskless: RwLock<HashMap<(String, i32), Arc<DisklessStorage>>>,
+    /// How diskless topics run here, if they may.
+    diskless_settings: Option<DisklessSettings>,
+    /// Started with the first diskless partition.
+    diskless_runtime: Mutex<Option<Arc<DisklessRuntime>>>,
 }
 
 impl std::fmt::Debug for PartitionManager {
@@ -219,7 +231,136 @@ impl PartitionManager {
             cleaner,
             remote,
             remote_system,
+            diskless: RwLock::new(HashMap::new()),
+            diskless_settings: None,
+            diskless_runtime: Mutex::new(None),
         }
+    }
+
+    /// Lets topics with `diskless.enable=true` open, running as `settings`
+    /// say.
+    #[must_use]
+    pub fn with_diskless(mut self, settings: DisklessSettings) -> Self {
+        self.diskless_settings = Some(settings);
+        self
+    }
+
+    /// The diskless runtime, started now if it was not. Blocking.
+    fn diskless_runtime(&self) -> Result<Arc<DisklessRuntime>, BrokerError> {
+        let mut slot = self
+            .diskless_runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(runtime) = slot.as_ref() {
+            return Ok(Arc::clone(runtime));
+        }
+        let settings = self.diskless_settings.clone().ok_or_else(|| {
+            BrokerError::Config("diskless topics are not enabled on this broker".into())
+        })?;
+        let runtime = DisklessRuntime::start(settings)?;
+        *slot = Some(Arc::clone(&runtime));
+        Ok(runtime)
+    }
+
+    /// The diskless runtime, if a diskless partition started it.
+    #[must_use]
+    pub fn diskless_started(&self) -> Option<Arc<DisklessRuntime>> {
+        self.diskless_runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn diskless_map(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, HashMap<(String, i32), Arc<DisklessStorage>>> {
+        self.diskless.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Creates (in the batch coordinator) or reopens diskless partitions;
+    /// returns the ones that failed. Blocking; within a tokio runtime.
+    fn open_diskless(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        indexes: &[i32],
+        config: &LogConfig,
+    ) -> Vec<(i32, BrokerError)> {
+        let fail_all = |e: &BrokerError| {
+            indexes
+                .iter()
+                .map(|i| (*i, BrokerError::Task(e.to_string())))
+                .collect::<Vec<_>>()
+        };
+        let handle = match tokio::runtime::Handle::try_current() {
+            Ok(handle) => handle,
+            Err(e) => return fail_all(&BrokerError::Task(format!("diskless partitions: {e}"))),
+        };
+        let runtime = match self.diskless_runtime() {
+            Ok(runtime) => runtime,
+            Err(e) => return fail_all(&e),
+        };
+        let ids: Vec<DisklessPartition> = indexes
+            .iter()
+            .map(|i| DisklessPartition::new(topic_id, *i))
+            .collect();
+        let coordinator = Arc::clone(&runtime.coordinator);
+        let infos = handle.block_on(async {
+            coordinator.create_partitions(&ids).await?;
+            coordinator.log_info(&ids).await
+        });
+        let infos = match infos {
+            Ok(infos) => infos,
+            Err(e) => {
+                return fail_all(&BrokerError::Task(format!(
+                    "diskless batch coordinator: {e}"
+                )));
+            }
+        };
+        let _entered = handle.enter();
+        let mut failed = Vec::new();
+        for (index, info) in indexes.iter().zip(infos) {
+            match info {
+                Ok(info) => {
+                    let storage = DisklessStorage::new(
+                        topic,
+                        topic_id,
+                        *index,
+                        config.clone(),
+                        info,
+                        &runtime,
+                    );
+                    self.write_offline().remove(&(topic.to_owned(), *index));
+                    self.diskless
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert((topic.to_owned(), *index), storage);
+                }
+                Err(e) => failed.push((
+                    *index,
+                    BrokerError::Task(format!("diskless partition {index}: {e}")),
+                )),
+            }
+        }
+        failed
+    }
+
+    /// One diskless partition, if this node has it.
+    #[must_use]
+    pub fn get_diskless(&self, topic: &str, index: i32) -> Option<Arc<DisklessStorage>> {
+        self.diskless_map().get(&(topic.to_owned(), index)).cloned()
+    }
+
+    /// Every diskless partition.
+    #[must_use]
+    pub fn all_diskless(&self) -> Vec<Arc<DisklessStorage>> {
+        self.diskless_map().values().cloned().collect()
+    }
+
+    /// Whether this node serves the partition (classic or diskless).
+    #[must_use]
+    pub fn contains(&self, topic: &str, index: i32) -> bool {
+        self.get(topic, index).is_some() || self.get_diskless(topic, index).is_some()
     }
 
     fn read_map(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(String, i32), Arc<Partition>>> {
@@ -272,6 +413,9 @@ impl PartitionManager {
         config: &LogConfig,
         extras: BrokerSideConfig,
     ) -> Vec<(i32, BrokerError)> {
+        if extras.diskless_enable {
+            return self.open_diskless(topic, topic_id, indexes, config);
+        }
         let options = krabka_log::OpenOptions {
             corruption: if crate::topics::names::is_state_topic(topic) {
                 krabka_log::CorruptionPolicy::Refuse
@@ -403,6 +547,9 @@ impl PartitionManager {
 
     /// Applies a new configuration to every partition of a topic.
     pub fn update_config(&self, topic: &str, config: &LogConfig, extras: BrokerSideConfig) {
+        for partition in self.diskless_map().values().filter(|p| p.topic == topic) {
+            partition.update_config(config.clone());
+        }
         for partition in self.read_map().values().filter(|p| p.topic == topic) {
             partition.log.update_config(config.clone());
             *partition
@@ -430,6 +577,7 @@ impl PartitionManager {
     pub fn delete_partitions(&self, topic: &str, from: i32) -> Result<(), BrokerError> {
         self.write_offline()
             .retain(|(t, i), _| t != topic || *i < from);
+        self.delete_diskless(topic, from)?;
         let removed: Vec<Arc<Partition>> = {
             let mut map = self.write_map();
             let keys: Vec<_> = map
@@ -480,6 +628,41 @@ impl PartitionManager {
         Ok(())
     }
 
+    /// Forgets the diskless partitions `from..` of a topic; for a whole
+    /// topic its batches are deleted in the coordinator, and its objects
+    /// become garbage for the cleaner. Blocking; within a tokio runtime.
+    fn delete_diskless(&self, topic: &str, from: i32) -> Result<(), BrokerError> {
+        let removed: Vec<Arc<DisklessStorage>> = {
+            let mut map = self
+                .diskless
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let keys: Vec<_> = map
+                .keys()
+                .filter(|(t, i)| t == topic && *i >= from)
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| map.remove(k)).collect()
+        };
+        let Some(first) = removed.first() else {
+            return Ok(());
+        };
+        // An aborted CreatePartitions leaves empty partitions in the
+        // coordinator, recreated as they are if the topic grows again.
+        if from > 0 {
+            return Ok(());
+        }
+        let topic_id = first.topic_id;
+        let runtime = self.diskless_runtime()?;
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|e| BrokerError::Task(format!("deleting diskless topic {topic}: {e}")))?;
+        handle
+            .block_on(runtime.coordinator.delete_topics(&[topic_id]))
+            .map_err(|e| BrokerError::Task(format!("deleting diskless topic {topic}: {e}")))?;
+        tracing::info!(topic, "diskless topic deleted from the batch coordinator");
+        Ok(())
+    }
+
     /// Closes every log cleanly (flush, producer snapshots, clean marker). Blocking.
     pub fn close_all(&self) {
         if let Some(cleaner) = &self.cleaner {
@@ -503,7 +686,11 @@ impl PartitionManager {
     /// request handlers use.
     #[must_use]
     pub fn storage(&self, topic: &str, index: i32) -> Option<Arc<dyn PartitionStorage>> {
-        self.get(topic, index)
-            .map(|p| p as Arc<dyn PartitionStorage>)
+        match self.get(topic, index) {
+            Some(p) => Some(p as Arc<dyn PartitionStorage>),
+            None => self
+                .get_diskless(topic, index)
+                .map(|p| p as Arc<dyn PartitionStorage>),
+        }
     }
 }

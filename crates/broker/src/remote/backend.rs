@@ -334,13 +334,22 @@ pub enum StorageSettings {
     },
 }
 
-/// Reads the settings a storage manager uses from the validated config.
-struct Reader<'a> {
+/// Reads the settings a storage manager uses from the validated config
+/// (also the diskless store's, under their own prefix).
+pub(crate) struct Reader<'a> {
     config: &'a BrokerConfig,
     prefix: String,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// Reads the settings named `<prefix><name>`.
+    pub(crate) fn new(config: &'a BrokerConfig, prefix: &str) -> Self {
+        Self {
+            config,
+            prefix: prefix.to_owned(),
+        }
+    }
+
     fn full(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
     }
@@ -354,7 +363,7 @@ impl Reader<'_> {
             .filter(|v| !v.is_empty())
     }
 
-    fn text(&self, name: &str) -> String {
+    pub(crate) fn text(&self, name: &str) -> String {
         self.given(name)
             .or_else(|| rsm_setting(name).and_then(|s| s.default.map(str::to_owned)))
             .unwrap_or_default()
@@ -395,7 +404,7 @@ impl Reader<'_> {
     }
 
     /// Refuses settings of a backend family that is not in use.
-    fn refuse_family(&self, family: &str, chosen: &str) -> Result<(), BrokerError> {
+    pub(crate) fn refuse_family(&self, family: &str, chosen: &str) -> Result<(), BrokerError> {
         let prefix = self.full(family);
         if let Some(name) = self.config.explicit.keys().find(|k| k.starts_with(&prefix)) {
             return Err(BrokerError::Config(format!(
@@ -405,7 +414,7 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn s3(&self) -> Result<S3Config, BrokerError> {
+    pub(crate) fn s3(&self) -> Result<S3Config, BrokerError> {
         let bucket = self.required("s3.bucket", "when krabka.remote.log.storage.manager is s3")?;
         let mut c = S3Config::new(bucket);
         c.region = self.given("s3.region");
@@ -448,7 +457,7 @@ impl Reader<'_> {
         Ok(c)
     }
 
-    fn gcs(&self) -> Result<GcsConfig, BrokerError> {
+    pub(crate) fn gcs(&self) -> Result<GcsConfig, BrokerError> {
         let bucket = self.required(
             "gcs.bucket",
             "when krabka.remote.log.storage.manager is gcs",

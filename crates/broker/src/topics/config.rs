@@ -112,6 +112,9 @@ pub struct BrokerSideConfig {
     /// `remote.storage.enable`: the partition's records may lie in the
     /// remote tier below its local log start.
     pub remote_storage_enable: bool,
+    /// `diskless.enable`: the partition's batches live in object storage,
+    /// ordered by the batch coordinator (KIP-1150), with no local log.
+    pub diskless_enable: bool,
 }
 
 /// Builds the log's configuration (and the broker-side extras) from the
@@ -193,6 +196,8 @@ pub fn log_config(
             .and_then(|v| i32::try_from(v).ok())
             .unwrap_or(1),
         remote_storage_enable,
+        diskless_enable: text("diskless.enable")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
     };
     (log, extras)
 }

@@ -284,7 +284,7 @@ pub async fn handle(
         return unavailable(&request, version)?.encode(api_key, version, correlation_id);
     }
     let b = Arc::clone(broker);
-    let exists = move |topic: &str, partition: i32| b.partitions.get(topic, partition).is_some();
+    let exists = move |topic: &str, partition: i32| b.partitions.contains(topic, partition);
     match request {
         TxnRequest::AddPartitionsToTxn(r) => {
             let response = blocking(move || {

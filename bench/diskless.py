@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Diskless-topic benchmark (issue 18): produce and consume throughput of a
+diskless topic next to a classic one, on one single-node broker whose
+diskless store is the default filesystem directory under its log dir.
+
+For each `diskless.commit.interval.ms` asked for, the script starts the
+release broker (`target/release/krabka`, or $KRABKA_BIN) on a free
+127.0.0.1 port with a temporary data directory, creates `classic` and
+`diskless` (same partitions; `diskless.enable=true` on the second), and
+then, alternating the two topics `--rounds` times, fills each with
+`krabka-bench produce` (raw mode, acks=all, pre-built 1 MiB batches, five
+in flight per partition) and reads it back from the start with
+`krabka-bench consume` (hot: the objects this broker wrote are in its
+cache). It reports MB/s and produce latency percentiles as krabka-bench
+prints them, the diskless/classic ratios, and the number of objects
+(PUTs) per GB written. Every wait is bounded.
+
+    cargo build --release -p krabka-broker -p krabka-bench
+    /work/main/.venv/bin/python bench/diskless.py [--mib 64] [--partitions 4] [--rounds 2] [--intervals 250,50]
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from benchlib import ROOT, Broker
+
+BENCH_BIN = os.environ.get("KRABKA_BENCH_BIN", os.path.join(ROOT, "target", "release", "krabka-bench"))
+RECORD = 1024
+WAIT = 600
+
+
+def bench(args):
+    result = subprocess.run([BENCH_BIN] + args + ["--quiet"], capture_output=True, timeout=WAIT)
+    if result.returncode != 0:
+        raise RuntimeError("krabka-bench %s failed: %s" % (" ".join(args), result.stderr.decode()))
+    return result.stdout.decode()
+
+
+def number(pattern, report):
+    m = re.search(pattern, report)
+    if not m:
+        raise RuntimeError("%r not in krabka-bench output:\n%s" % (pattern, report))
+    return float(m.group(1))
+
+
+def run(interval, mib, partitions, rounds):
+    broker = Broker({"diskless.commit.interval.ms": str(interval)}, prefix="krabka-bench-diskless-")
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        futures = admin.create_topics([
+            NewTopic("classic", partitions, 1),
+            NewTopic("diskless", partitions, 1, config={"diskless.enable": "true"}),
+        ])
+        for f in futures.values():
+            f.result(timeout=60)
+        records = mib * 1024 * 1024 // RECORD
+        out = {"commit_interval_ms": interval, "mib_per_round": mib, "partitions": partitions}
+        for topic in ("classic", "diskless"):
+            out[topic] = {"produce_MBps": [], "p50_ms": [], "p99_ms": [], "consume_MBps": []}
+        for _ in range(rounds):
+            for topic in ("classic", "diskless"):
+                report = bench(["produce", "-b", broker.bootstrap, "-t", topic, "-p", str(partitions),
+                                "--record-size", str(RECORD), "-n", str(records), "--acks", "all"])
+                r = out[topic]
+                r["produce_MBps"].append(number(r"([0-9.]+) MB/s", report))
+                r["p50_ms"].append(number(r"p50[^0-9]*([0-9.]+)", report))
+                r["p99_ms"].append(number(r"p99[^0-9]*([0-9.]+)", report))
+                report = bench(["consume", "-b", broker.bootstrap, "-t", topic])
+                r["consume_MBps"].append(number(r"([0-9.]+) MB/s", report))
+        for topic in ("classic", "diskless"):
+            r = out[topic]
+            for key in ("produce_MBps", "p50_ms", "p99_ms", "consume_MBps"):
+                r[key + "_median"] = statistics.median(r[key])
+        for key in ("produce_MBps", "consume_MBps"):
+            out["diskless_over_classic_" + key] = round(
+                out["diskless"][key + "_median"] / out["classic"][key + "_median"], 2)
+        store = os.path.join(broker.data_dir, "krabka-diskless", "diskless")
+        written = rounds * mib / 1024
+        out["objects"] = len(os.listdir(store))
+        out["objects_per_GB"] = round(out["objects"] / written, 1)
+        return out
+    finally:
+        broker.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mib", type=int, default=64, help="data per topic and round")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--intervals", default="250,50", help="diskless.commit.interval.ms values")
+    args = parser.parse_args()
+    print("uptime:", subprocess.run(["uptime"], capture_output=True).stdout.decode().strip())
+    for interval in [int(i) for i in args.intervals.split(",")]:
+        print(json.dumps(run(interval, args.mib, args.partitions, args.rounds), indent=1))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

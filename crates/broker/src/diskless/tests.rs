@@ -1,0 +1,218 @@
+//! A diskless partition through the storage seam, on a real broker state
+//! (the embedded coordinator and the filesystem store under a temporary log
+//! directory): offsets from the coordinator, idempotent retries, reads,
+//! ListOffsets, DeleteRecords, refusals, and a reopen that finds every
+//! acknowledged batch.
+
+use {
+    crate::{
+        broker::Broker,
+        config::{BrokerConfig, RawSettings},
+        handlers::admin::create_topic_now,
+        partition::{Isolation, OffsetQuery, PartitionStorage, Read, ReadRequest, StorageError},
+    },
+    assert2::check,
+    bytes::Bytes,
+    kafka_protocol::records::{Record, RecordBatchDecoder, TimestampType},
+    std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration},
+};
+
+fn config(dir: &Path) -> BrokerConfig {
+    let mut raw = RawSettings::default();
+    raw.set("log.dirs", &dir.display().to_string(), "test");
+    raw.set("log.cleaner.enable", "false", "test");
+    raw.set("diskless.commit.interval.ms", "5", "test");
+    BrokerConfig::from_raw(&raw).unwrap()
+}
+
+/// A batch of `n` records; `producer` is (id, epoch, first sequence) of an
+/// idempotent producer; `ts` the first record's timestamp.
+fn batch(n: i64, ts: i64, producer: Option<(i64, i16, i32)>, transactional: bool) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: producer.map_or(-1, |p| p.0),
+            producer_epoch: producer.map_or(-1, |p| p.1),
+            timestamp_type: TimestampType::Creation,
+            offset: i,
+            sequence: producer.map_or(-1, |p| p.2 + i32::try_from(i).unwrap()),
+            timestamp: ts + i,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(format!("v{ts}-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    crate::coordinator::state_topic::encode_v2_batch(&records).unwrap()
+}
+
+fn decode(records: &Bytes) -> Vec<Record> {
+    let mut buf = records.clone();
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        out.extend(RecordBatchDecoder::decode(&mut buf).unwrap().records);
+    }
+    out
+}
+
+async fn open(dir: &Path) -> Arc<Broker> {
+    let config = config(dir);
+    Arc::new(
+        crate::blocking::run(move || Broker::open(config))
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+}
+
+async fn append(p: &Arc<dyn PartitionStorage>, records: Bytes) -> krabka_log::AppendInfo {
+    tokio::time::timeout(Duration::from_secs(60), p.append(records))
+        .await
+        .expect("committed within the deadline")
+        .unwrap()
+        .unwrap()
+}
+
+async fn read(p: &Arc<dyn PartitionStorage>, offset: i64) -> Result<Bytes, StorageError> {
+    let target = Arc::clone(p);
+    let request = ReadRequest {
+        offset,
+        max_bytes: 1 << 20,
+        min_one_batch: true,
+        isolation: Isolation::ReadUncommitted,
+    };
+    match crate::blocking::run(move || target.read(&request)).await?? {
+        Read::Ready(r) => Ok(r.records),
+        Read::Later(future) => Ok(future.await?.records),
+    }
+}
+
+async fn offset_of(p: &Arc<dyn PartitionStorage>, query: OffsetQuery) -> Option<i64> {
+    p.list_offset(query, Isolation::ReadUncommitted)
+        .await
+        .unwrap()
+        .map(|t| t.offset)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_fetch_offsets_and_a_reopen_on_the_embedded_coordinator() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path()).await;
+    let b = Arc::clone(&broker);
+    crate::blocking::run(move || {
+        create_topic_now(
+            &b,
+            "d",
+            2,
+            BTreeMap::from([("diskless.enable".to_owned(), "true".to_owned())]),
+            None,
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    check!(broker.partitions.get("d", 0).is_none(), "no local log");
+    let p = broker.partitions.storage("d", 0).unwrap();
+    let t0 = 1_700_000_000_000;
+
+    let a = append(&p, batch(5, t0, None, false)).await;
+    check!((a.first_offset, a.last_offset) == (0, 4));
+    let b1 = append(&p, batch(3, t0 + 100, Some((7, 0, 0)), false)).await;
+    check!((b1.first_offset, b1.last_offset, b1.duplicate) == (5, 7, false));
+    // The idempotent producer's retry: its original offsets, nothing added.
+    let again = append(&p, batch(3, t0 + 100, Some((7, 0, 0)), false)).await;
+    check!((again.first_offset, again.duplicate) == (5, true));
+    let c = append(&p, batch(2, t0 + 200, Some((7, 0, 3)), false)).await;
+    check!(c.first_offset == 8);
+    // A sequence gap and a transactional batch are refused as Kafka does.
+    let gap = p
+        .append(batch(1, t0, Some((7, 0, 9)), false))
+        .await
+        .unwrap();
+    check!(gap.unwrap_err().kafka_error_code() == 45);
+    let txn = p.append(batch(1, t0, Some((8, 0, 0)), true)).await.unwrap();
+    check!(txn.unwrap_err().kafka_error_code() == 48);
+    // Garbage is refused before it reaches the writer.
+    let junk = p.append(Bytes::from_static(&[0; 70])).await.unwrap();
+    check!(junk.is_err());
+
+    let records = decode(&read(&p, 0).await.unwrap());
+    let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
+    check!(offsets == (0..10).collect::<Vec<_>>(), "dense from 0");
+    check!(records[5].value.as_deref() == Some(&b"v1700000000100-0"[..]));
+    check!(
+        decode(&read(&p, 6).await.unwrap())[0].offset == 5,
+        "from the batch holding 6"
+    );
+    check!(
+        read(&p, 10).await.unwrap().is_empty(),
+        "at the high watermark"
+    );
+    check!(matches!(
+        read(&p, 11).await,
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    check!(p.offsets().high_watermark == 10);
+
+    check!(offset_of(&p, OffsetQuery::Latest).await == Some(10));
+    check!(offset_of(&p, OffsetQuery::Earliest).await == Some(0));
+    check!(offset_of(&p, OffsetQuery::EarliestLocal).await == Some(0));
+    check!(offset_of(&p, OffsetQuery::LatestTiered).await == None);
+    check!(offset_of(&p, OffsetQuery::AtOrAfter(t0 + 101)).await == Some(6));
+    check!(offset_of(&p, OffsetQuery::MaxTimestamp).await == Some(9));
+    check!(offset_of(&p, OffsetQuery::AtOrAfter(t0 + 10_000)).await == None);
+
+    check!(p.delete_records(6).await.unwrap() == 6);
+    check!(offset_of(&p, OffsetQuery::Earliest).await == Some(6));
+    check!(matches!(
+        read(&p, 2).await,
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    check!(
+        p.delete_records(11).await.is_err(),
+        "past the high watermark"
+    );
+
+    let store = dir.path().join(crate::diskless::DEFAULT_STORE_DIR);
+    check!(std::fs::read_dir(store.join("diskless")).unwrap().count() >= 3);
+
+    // Reopened (the runtime stopped as at shutdown): everything is back.
+    broker.partitions.diskless_started().unwrap().stop().await;
+    drop(p);
+    drop(broker);
+    let broker = open(dir.path()).await;
+    let p = broker.partitions.storage("d", 0).unwrap();
+    check!(p.offsets().high_watermark == 10);
+    check!(p.offsets().log_start == 6);
+    let records = decode(&read(&p, 6).await.unwrap());
+    check!(records.iter().map(|r| r.offset).collect::<Vec<_>>() == (5..10).collect::<Vec<_>>());
+    // The producer's state survived too: its next sequence follows on.
+    let d = append(&p, batch(1, t0 + 300, Some((7, 0, 5)), false)).await;
+    check!(d.first_offset == 10);
+    broker.partitions.diskless_started().unwrap().stop().await;
+}
+
+#[test]
+fn invalid_combinations_are_refused() {
+    let check_with = |pairs: &[(&str, &str)]| {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        super::validate_topic(&|n| map.get(n).cloned())
+    };
+    check!(check_with(&[("diskless.enable", "false"), ("cleanup.policy", "compact")]).is_ok());
+    check!(check_with(&[("diskless.enable", "true"), ("cleanup.policy", "delete")]).is_ok());
+    let compact = check_with(&[
+        ("diskless.enable", "true"),
+        ("cleanup.policy", "delete,compact"),
+    ]);
+    check!(compact.unwrap_err().contains("cleanup.policy=compact"));
+    let tiered = check_with(&[
+        ("diskless.enable", "true"),
+        ("remote.storage.enable", "true"),
+    ]);
+    check!(tiered.unwrap_err().contains("remote.storage.enable"));
+}
