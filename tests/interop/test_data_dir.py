@@ -194,9 +194,14 @@ def test_a_flipped_byte_in_consumer_offsets_refuses_the_partition_and_loses_no_c
         damaged = f.read()
 
     broker.start()
-    log = plain(broker.log())
-    assert re.search(r"__consumer_offsets partition cannot be loaded.*partition=%d\b" % n, log) or \
-        re.search(r"partition=%d\b.*__consumer_offsets partition cannot be loaded" % n, log), log
+    # The coordinators load after the listeners bind: wait for the refusal.
+    refusal = (r"__consumer_offsets partition cannot be loaded.*partition=%d\b" % n,
+               r"partition=%d\b.*__consumer_offsets partition cannot be loaded" % n)
+    try:
+        wait_for(lambda: any(re.search(r, plain(broker.log())) for r in refusal),
+                 timeout=30, what="the refusal of __consumer_offsets-%d in the log" % n)
+    except AssertionError:
+        raise AssertionError(plain(broker.log()))
     with pytest.raises(KafkaException) as refused:
         committed(broker.bootstrap, group, [TopicPartition("orders", 0)], timeout=8)
     assert refused.value.args[0].code() in (KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE)

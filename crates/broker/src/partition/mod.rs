@@ -413,7 +413,9 @@ impl PartitionManager {
         config: &LogConfig,
         extras: BrokerSideConfig,
     ) -> Vec<(i32, BrokerError)> {
-        if extras.diskless_enable {
+        // The coordinators' state topics stay local logs whatever the
+        // broker default of diskless.enable says.
+        if extras.diskless_enable && !crate::topics::names::is_state_topic(topic) {
             return self.open_diskless(topic, topic_id, indexes, config);
         }
         let options = krabka_log::OpenOptions {
