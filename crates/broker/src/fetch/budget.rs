@@ -19,12 +19,17 @@
 //!
 //! The budget bounds the broker's memory only if freed fetch buffers go
 //! back to the operating system. glibc's malloc serves anything below a
-//! threshold from per-thread arenas that keep freed memory, and it raises
-//! that threshold to 32 MiB after the first large buffer is freed; a few
-//! hundred MiB of fetches then stay resident in the blocking threads'
-//! arenas. Creating the budget therefore pins the threshold at
-//! [`ARENA_MAX_ALLOCATION`]: larger buffers are mapped and unmapped, smaller
-//! ones (ordinary requests and small fetches) stay as fast as before.
+//! threshold from per-thread arenas, and after the first large buffer is
+//! freed it raises that threshold to 32 MiB *and* lets each arena keep up
+//! to 64 MiB free before trimming; a few hundred MiB of fetches then stay
+//! resident in the blocking threads' arenas. Creating the budget therefore
+//! pins both ([`ARENA_MAX_ALLOCATION`], [`ARENA_MAX_FREE`]), which turns the
+//! dynamic adjustment off: large buffers (a capped 55 MiB response) are
+//! mapped and unmapped, while the buffers of ordinary fetches (a few MiB)
+//! stay in arenas that keep a few of them warm. Keeping less would fault in
+//! the pages of every ordinary response afresh and cost consumers a good
+//! part of their throughput; keeping more lets hostile fetches leave their
+//! buffers resident.
 
 use {
     bytes::Bytes,
@@ -45,21 +50,31 @@ pub struct FetchMemory {
 
 /// Allocations from this size up are mapped from the operating system and
 /// given back when freed (glibc's `M_MMAP_THRESHOLD`, see the module docs).
-pub const ARENA_MAX_ALLOCATION: usize = 4 << 20;
+pub const ARENA_MAX_ALLOCATION: usize = 8 << 20;
 
-/// Pins glibc's mmap threshold (once per process).
+/// Free memory an arena keeps at its top before giving it back (glibc's
+/// `M_TRIM_THRESHOLD`, see the module docs).
+pub const ARENA_MAX_FREE: usize = 16 << 20;
+
+/// Pins glibc's mmap and trim thresholds (once per process).
 fn return_large_buffers_to_the_os() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static PINNED: std::sync::Once = std::sync::Once::new();
         PINNED.call_once(|| {
-            let threshold = libc::c_int::try_from(ARENA_MAX_ALLOCATION).unwrap_or(libc::c_int::MAX);
-            // SAFETY: `mallopt` only changes a malloc tuning parameter; it
-            // is safe to call at any time from any thread.
-            if unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, threshold) } != 1 {
-                tracing::warn!(
-                    "could not pin malloc's mmap threshold; freed fetch buffers may stay resident"
-                );
+            for (parameter, value) in [
+                (libc::M_MMAP_THRESHOLD, ARENA_MAX_ALLOCATION),
+                (libc::M_TRIM_THRESHOLD, ARENA_MAX_FREE),
+            ] {
+                let value = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
+                // SAFETY: `mallopt` only changes a malloc tuning parameter;
+                // it may be called at any time from any thread.
+                if unsafe { libc::mallopt(parameter, value) } != 1 {
+                    tracing::warn!(
+                        parameter,
+                        "could not set a malloc parameter; freed fetch buffers may stay resident"
+                    );
+                }
             }
         });
     }
