@@ -145,18 +145,8 @@ pub fn queue_produce(
                 // A diskless partition: the batches go to the shared object
                 // writer, answered after the batch coordinator's commit.
                 let records = data.records.unwrap_or_default();
-                if records.is_empty() {
-                    refuse(
-                        ResponseError::CorruptMessage,
-                        "produce request carries no record batch".into(),
-                    )
-                } else if version < 7 && has_zstd_batch(&records) {
-                    refuse(
-                        ResponseError::UnsupportedCompressionType,
-                        format!(
-                            "Produce requests with version {version} are not allowed to use ZStandard compression"
-                        ),
-                    )
+                if let Some((code, message)) = refuse_records(version, &records) {
+                    refuse(code, message)
                 } else {
                     pending.push(Box::pin(append_diskless(storage, data.index, records)));
                     slots.push((topics.len(), None));
@@ -167,19 +157,8 @@ pub fn queue_produce(
                 .and_then(|m| broker.partitions.get(&m.name, data.index))
             {
                 let records = data.records.unwrap_or_default();
-                if records.is_empty() {
-                    refuse(
-                        ResponseError::CorruptMessage,
-                        "produce request carries no record batch".into(),
-                    )
-                } else if version < 7 && has_zstd_batch(&records) {
-                    // Kafka's ProduceRequest.validateRecords: zstd needs v7 (KIP-110).
-                    refuse(
-                        ResponseError::UnsupportedCompressionType,
-                        format!(
-                            "Produce requests with version {version} are not allowed to use ZStandard compression"
-                        ),
-                    )
+                if let Some((code, message)) = refuse_records(version, &records) {
+                    refuse(code, message)
                 } else if request.acks == -1 && partition.extras().min_insync_replicas > 1 {
                     refuse(
                         ResponseError::NotEnoughReplicas,
@@ -277,6 +256,27 @@ fn append(
     async move {
         let appended = appended.await;
         answer_append(&partition.topic, &*partition, index, size, appended)
+    }
+}
+
+/// What every partition, classic or diskless, refuses in a produce request's
+/// records before they reach its storage: none at all, or zstd below v7
+/// (Kafka's `ProduceRequest.validateRecords`, KIP-110).
+fn refuse_records(version: i16, records: &[u8]) -> Option<(ResponseError, String)> {
+    if records.is_empty() {
+        Some((
+            ResponseError::CorruptMessage,
+            "produce request carries no record batch".into(),
+        ))
+    } else if version < 7 && has_zstd_batch(records) {
+        Some((
+            ResponseError::UnsupportedCompressionType,
+            format!(
+                "Produce requests with version {version} are not allowed to use ZStandard compression"
+            ),
+        ))
+    } else {
+        None
     }
 }
 
