@@ -101,7 +101,10 @@ def test_tiered_read_committed_from_remote_segments(broker_factory):
 def offsets_for_times(bootstrap, topic, ts):
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "oft-" + uuid.uuid4().hex})
     try:
-        return c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=20)[0].offset
+        [found] = c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=20)
+        # A partition error would otherwise read as offset -1 (not found).
+        assert found.error is None, found.error
+        return found.offset
     finally:
         c.close()
 

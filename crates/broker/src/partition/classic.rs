@@ -19,11 +19,34 @@ use {
     crate::{blocking, remote::read::TimestampQuery},
     bytes::Bytes,
     krabka_log::{LogError, ProducerSummary, TimestampOffset},
-    std::sync::Arc,
+    std::{
+        sync::Arc,
+        time::{Duration, Instant},
+    },
     tokio::sync::Notify,
 };
 
+/// How long an offset lookup on a tiered partition waits for its remote
+/// metadata to load (just after a start) before it answers with a retriable
+/// error: Kafka delays a remote ListOffsets rather than failing it, and a
+/// client asking right after a restart should get its answer.
+const LOAD_WAIT: Duration = Duration::from_secs(10);
+const LOAD_POLL: Duration = Duration::from_millis(20);
+
 impl Partition {
+    /// Waits, up to [`LOAD_WAIT`], until the partition's remote metadata is
+    /// loaded.
+    async fn wait_remote_loaded(&self) -> Result<(), StorageError> {
+        let deadline = Instant::now() + LOAD_WAIT;
+        while self.remote_pending() {
+            if Instant::now() >= deadline {
+                return Err(StorageError::Loading);
+            }
+            tokio::time::sleep(LOAD_POLL).await;
+        }
+        Ok(())
+    }
+
     fn out_of_range(&self, offset: i64, offsets: &Offsets) -> StorageError {
         StorageError::OffsetOutOfRange {
             offset,
@@ -80,9 +103,7 @@ impl Partition {
         &self,
         query: TimestampQuery,
     ) -> Result<Option<TimestampOffset>, StorageError> {
-        if self.remote_pending() {
-            return Err(StorageError::Loading);
-        }
+        self.wait_remote_loaded().await?;
         let (Some(rlm), Some(me)) = (self.remote.get(), self.me.upgrade()) else {
             return Ok(None);
         };
@@ -164,8 +185,10 @@ impl PartitionStorage for Partition {
             OffsetQuery::Latest => Ok(at_offset(self.offsets().upper(isolation))),
             // Until its remote metadata is loaded a tiered partition cannot
             // name its log start.
-            OffsetQuery::Earliest if self.remote_pending() => Err(StorageError::Loading),
-            OffsetQuery::Earliest => Ok(at_offset(self.log_start_offset())),
+            OffsetQuery::Earliest => {
+                self.wait_remote_loaded().await?;
+                Ok(at_offset(self.log_start_offset()))
+            }
             OffsetQuery::EarliestLocal => Ok(at_offset(self.log.log_start_offset())),
             OffsetQuery::LatestTiered => Ok(self
                 .tier_offsets()
