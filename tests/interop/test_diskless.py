@@ -223,6 +223,38 @@ def test_kill9_after_acknowledged_writes_keeps_everything(broker_factory):
     assert watermarks(broker.bootstrap, topic, 0) == (0, 3_001)
 
 
+def test_one_connection_pipelines_past_its_read_ahead_while_an_object_fills(broker_factory):
+    """A diskless produce is answered only at its object's commit, but the
+    connection reads on once the object writer holds its batches: seven
+    pipelined 0.99 MB requests on one connection (more than the 4 MiB a
+    connection may hold unappended) fill one 6 MiB object, which closes on
+    size, long before the two-minute commit interval."""
+    from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+    from raw_client import RawConnection, batch
+
+    broker = broker_factory({"diskless.commit.interval.ms": "120000",
+                             "diskless.object.max.bytes": str(6 << 20)})
+    create_topic(broker.bootstrap, "piped", partitions=1, config=DISKLESS)
+    records = batch([b"p" * 110_000] * 9)
+    T = ProduceRequest.TopicProduceData
+    with RawConnection(broker.bootstrap, timeout=60) as conn:
+        for _ in range(7):
+            conn.send(ProduceRequest[9](
+                transactional_id=None, acks=-1, timeout_ms=30000,
+                topic_data=[T(name="piped", partition_data=[T.PartitionProduceData(index=0, records=records)])]))
+        # Without reading ahead, the fifth request would wait for a
+        # commit that only the interval (two minutes) would bring.
+        bases = []
+        for _ in range(7):
+            _, r = conn.receive(ProduceResponse, 9)
+            p = r.responses[0].partition_responses[0]
+            assert p.error_code == 0, p
+            bases.append(p.base_offset)
+    assert bases == [0, 9, 18, 27, 36, 45, 54]
+    assert len(objects(broker)) == 1, objects(broker)
+    assert watermarks(broker.bootstrap, "piped") == (0, 63)
+
+
 def test_configs_create_only_and_invalid_combinations(broker):
     topic = "dl-configs"
     create_topic(broker.bootstrap, topic, config=DISKLESS)

@@ -49,6 +49,8 @@ use {
 struct Job {
     records: Bytes,
     done: oneshot::Sender<Result<AppendInfo, LogError>>,
+    /// Dropped once the writer holds the batches in order.
+    accepted: Option<oneshot::Sender<()>>,
 }
 
 /// One partition of a diskless topic.
@@ -208,9 +210,30 @@ impl DisklessStorage {
         }
     }
 
+    /// [`PartitionStorage::append`], and a second receiver that resolves
+    /// (with an error: its sender is dropped) as soon as the batches are in
+    /// the object writer, long before their commit: from then on they are
+    /// bounded by the writer's upload queue, not by the connection that
+    /// sent them.
+    pub fn append_accepting(&self, records: Bytes) -> (Appended, oneshot::Receiver<()>) {
+        let (done, answer) = oneshot::channel();
+        let (accepted, taken) = oneshot::channel();
+        let job = Job {
+            records,
+            done,
+            accepted: Some(accepted),
+        };
+        if let Err(mpsc::error::SendError(job)) = self.queue.send(job) {
+            let _ = job.done.send(Err(LogError::Closed {
+                dir: format!("diskless partition {}", self.id).into(),
+            }));
+        }
+        (answer, taken)
+    }
+
     /// Validates a client's batches and hands them to the writer in order;
     /// the answer is sent once every one of them is committed.
-    async fn append_now(self: Arc<Self>, job: Job) {
+    async fn append_now(self: Arc<Self>, mut job: Job) {
         let name = format!("{}-{}", self.topic, self.index);
         let prepared = match prepare(
             &job.records,
@@ -236,6 +259,9 @@ impl DisklessStorage {
             answers.push((writer.append(commit, &bytes).await, producer, count));
         }
         drop(writer);
+        // The writer holds them now (its own bound applies): the request
+        // no longer needs its connection's read-ahead.
+        drop(job.accepted.take());
         tokio::spawn(async move {
             let answer = self
                 .collect(answers, prepared.log_append_time, prepared.record_count)
@@ -503,13 +529,7 @@ impl PartitionStorage for DisklessStorage {
     }
 
     fn append(&self, records: Bytes) -> Appended {
-        let (done, answer) = oneshot::channel();
-        if let Err(mpsc::error::SendError(job)) = self.queue.send(Job { records, done }) {
-            let _ = job.done.send(Err(LogError::Closed {
-                dir: format!("diskless partition {}", self.id).into(),
-            }));
-        }
-        answer
+        self.append_accepting(records).0
     }
 
     async fn list_offset(

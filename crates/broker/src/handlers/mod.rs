@@ -47,8 +47,10 @@ pub fn must_run_in_order(request: &DecodedRequest) -> bool {
 /// What [`queue_produce`] made of a request.
 #[derive(Debug)]
 pub enum Queued<F> {
-    /// A produce, queued: the future waits for its appends and answers.
-    Produce(F),
+    /// A produce, queued: the future waits for its appends and answers;
+    /// [`produce::Accepted`] tells when its partitions have taken the
+    /// batches (the connection's read-ahead is held until then).
+    Produce(F, produce::Accepted),
     /// Anything else, for [`handle`] (boxed: a decoded request is large).
     Other(Box<DecodedRequest>),
 }
@@ -71,17 +73,15 @@ pub fn queue_produce(
         body => return Queued::Other(Box::new(DecodedRequest { body, ..request })),
     };
     let acks = r.acks;
-    let (queued, answered) = match checked {
-        Ok(fixup) => (
-            Some((
-                produce::queue_produce(broker, version, client_id(&request.header), r),
-                fixup,
-            )),
-            None,
-        ),
-        Err(reply) => (None, Some(reply)),
+    let (queued, answered, accepted) = match checked {
+        Ok(fixup) => {
+            let mut queued = produce::queue_produce(broker, version, client_id(&request.header), r);
+            let accepted = queued.take_accepted();
+            (Some((queued, fixup)), None, accepted)
+        }
+        Err(reply) => (None, Some(reply), produce::Accepted::default()),
     };
-    Queued::Produce(async move {
+    let answer = async move {
         match (queued, answered) {
             (Some((queued, fixup)), _) => {
                 produce_reply(version, correlation_id, acks, fixup, queued.answer().await)
@@ -89,7 +89,8 @@ pub fn queue_produce(
             (None, Some(reply)) => reply,
             (None, None) => Reply::Close("produce neither queued nor answered".into()),
         }
-    })
+    };
+    Queued::Produce(answer, accepted)
 }
 
 /// The request's `client.id` ("" when absent).

@@ -21,6 +21,7 @@ use {
         protocol::StrBytes,
     },
     std::sync::Arc,
+    tokio::sync::oneshot,
 };
 
 /// The result of a produce request: the answer, and whether any partition failed.
@@ -52,6 +53,26 @@ pub struct QueuedProduce {
     /// the next finished append.
     slots: Vec<(usize, Option<PartitionProduceResponse>)>,
     pending: Vec<std::pin::Pin<Box<dyn Future<Output = PartitionProduceResponse> + Send>>>,
+    accepted: Accepted,
+}
+
+/// When every partition of a queued produce has taken its batches: a
+/// classic partition once they are appended, a diskless one once they are
+/// in the object writer (long before the commit that answers them). The
+/// connection reads further requests ahead against this, not against the
+/// answer, so a producer pipelining to diskless partitions keeps the next
+/// object filling while the last one commits.
+#[derive(Debug, Default)]
+pub struct Accepted(Vec<oneshot::Receiver<()>>);
+
+impl Accepted {
+    /// Waits until every partition has taken its batches (or failed).
+    pub async fn wait(self) {
+        for taken in self.0 {
+            // A dropped sender means the same: nothing more to take.
+            let _ = taken.await;
+        }
+    }
 }
 
 impl std::fmt::Debug for QueuedProduce {
@@ -92,6 +113,7 @@ pub fn queue_produce(
     let mut slots: Vec<(usize, Option<PartitionProduceResponse>)> = Vec::new();
     let mut pending: Vec<std::pin::Pin<Box<dyn Future<Output = PartitionProduceResponse> + Send>>> =
         Vec::new();
+    let mut accepted = Accepted::default();
     for topic in request.topic_data {
         let mut topic_response = TopicProduceResponse::default();
         topic_response.name = topic.name.clone();
@@ -148,7 +170,9 @@ pub fn queue_produce(
                 if let Some((code, message)) = refuse_records(version, &records) {
                     refuse(code, message)
                 } else {
-                    pending.push(Box::pin(append_diskless(storage, data.index, records)));
+                    let (answer, taken) = append_diskless(storage, data.index, records);
+                    pending.push(Box::pin(answer));
+                    accepted.0.push(taken);
                     slots.push((topics.len(), None));
                     continue;
                 }
@@ -168,7 +192,9 @@ pub fn queue_produce(
                         ),
                     )
                 } else {
-                    pending.push(Box::pin(append(partition, data.index, records)));
+                    let (taken, taken_rx) = oneshot::channel();
+                    pending.push(Box::pin(append(partition, data.index, records, taken)));
+                    accepted.0.push(taken_rx);
                     slots.push((topics.len(), None));
                     continue;
                 }
@@ -200,10 +226,17 @@ pub fn queue_produce(
         topics,
         slots,
         pending,
+        accepted,
     }
 }
 
 impl QueuedProduce {
+    /// What tells when the partitions have taken the batches (see
+    /// [`Accepted`]); taken once.
+    pub fn take_accepted(&mut self) -> Accepted {
+        std::mem::take(&mut self.accepted)
+    }
+
     /// Waits for the queued appends and builds the answer.
     pub async fn answer(self) -> ProduceOutcome {
         let Self {
@@ -211,6 +244,7 @@ impl QueuedProduce {
             mut topics,
             slots,
             pending,
+            accepted: _,
         } = self;
         let mut failure = None;
         // Different partitions append side by side; a partition named twice
@@ -245,16 +279,19 @@ impl QueuedProduce {
     }
 }
 
-/// Queues one partition's batches now; the future gives the append's answer.
+/// Queues one partition's batches now; the future gives the append's
+/// answer, and drops `taken` once the append is done.
 fn append(
     partition: Arc<crate::partition::Partition>,
     index: i32,
     records: bytes::Bytes,
+    taken: oneshot::Sender<()>,
 ) -> impl Future<Output = PartitionProduceResponse> + Send {
     let size = records.len();
     let appended = partition.queue_append(records);
     async move {
         let appended = appended.await;
+        drop(taken);
         answer_append(&partition.topic, &*partition, index, size, appended)
     }
 }
@@ -281,19 +318,23 @@ fn refuse_records(version: i16, records: &[u8]) -> Option<(ResponseError, String
 }
 
 /// Queues one diskless partition's batches now; the future gives the
-/// answer once they are committed.
+/// answer once they are committed, the receiver resolves once the object
+/// writer holds them.
 fn append_diskless(
     storage: Arc<crate::diskless::DisklessStorage>,
     index: i32,
     records: bytes::Bytes,
-) -> impl Future<Output = PartitionProduceResponse> + Send {
-    use crate::partition::PartitionStorage as _;
+) -> (
+    impl Future<Output = PartitionProduceResponse> + Send,
+    oneshot::Receiver<()>,
+) {
     let size = records.len();
-    let appended = storage.append(records);
-    async move {
+    let (appended, taken) = storage.append_accepting(records);
+    let answer = async move {
         let appended = appended.await;
         answer_append(&storage.topic, &*storage, index, size, appended)
-    }
+    };
+    (answer, taken)
 }
 
 fn answer_append(

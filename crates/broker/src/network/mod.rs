@@ -9,8 +9,9 @@
 //! pipelined batches reach the log in the order sent while the connection
 //! reads on, and the appends that queue up meanwhile share one trip to the
 //! blocking pool; at most `PRODUCE_READ_AHEAD_BYTES` of produce requests
-//! per connection are held read but unanswered. Any other request waits for the produce requests before it
-//! (as on Kafka, which handles a connection's requests one by one); other
+//! per connection are held read but not yet taken by their partitions.
+//! Any other request waits for the produce requests before it (as on
+//! Kafka, which handles a connection's requests one by one); other
 //! state-changing requests (admin, acks=0 produce) are handled before the
 //! next frame is read, and read-only ones (fetch, metadata, ...) run
 //! concurrently. A frame over `socket.request.max.bytes`, a truncated frame,
@@ -70,9 +71,11 @@ use {
 const MAX_IN_FLIGHT: usize = 100;
 
 /// Most bytes of produce requests one connection holds read but not yet
-/// appended: reading ahead keeps the log busy, and this keeps a client
-/// that pipelines large requests from filling the broker's memory (a
-/// request larger than this is read only once the ones before it are done).
+/// taken by their partitions (appended to a classic log, placed in a
+/// diskless object): reading ahead keeps the log busy, and this keeps a
+/// client that pipelines large requests from filling the broker's memory
+/// (a request larger than this is read only once the ones before it are
+/// taken).
 const PRODUCE_READ_AHEAD_BYTES: u32 = 4 << 20;
 
 /// Longest a client may take to complete its TLS handshake.
@@ -440,18 +443,29 @@ async fn connection<S>(
         // reading of further requests.
         let permit = if matches!(request.body, codec::Request::Produce(_)) {
             let permits = frame_bytes.clamp(1, PRODUCE_READ_AHEAD_BYTES);
-            match Arc::clone(&read_ahead).acquire_many_owned(permits).await {
-                Ok(permit) => Some(permit),
-                Err(_) => break,
+            tokio::select! {
+                permit = Arc::clone(&read_ahead).acquire_many_owned(permits) => match permit {
+                    Ok(permit) => Some(permit),
+                    Err(_) => break,
+                },
+                // A stop must not wait for storage that is itself stopping.
+                _ = shutdown.changed() => break,
             }
         } else {
             None
         };
         let request = match handlers::queue_produce(&broker, request) {
-            handlers::Queued::Produce(answer) => {
+            handlers::Queued::Produce(answer, accepted) => {
+                // The read-ahead goes back once the partitions hold the
+                // batches (a diskless commit comes much later); the
+                // request's bytes stay in the broker-wide budget until
+                // the answer.
+                tokio::spawn(async move {
+                    accepted.wait().await;
+                    drop(permit);
+                });
                 produces.spawn(async move {
                     let reply = answer.await;
-                    drop(permit);
                     drop(hold);
                     metrics::request_done(
                         api,
