@@ -134,8 +134,7 @@ def data_size(gb, base):
              "-n", str(records), "--acks", "1", "--quiet"],
             check=True, stdout=subprocess.DEVNULL, timeout=3600,
         )
-        crash, clean, _ = restarts(run)
-        return crash, clean
+        return restarts(run)
     finally:
         run.close()
         shutil.rmtree(directory, ignore_errors=True)
@@ -174,15 +173,14 @@ def main():
     args = parser.parse_args()
     raise_nofile()
     print("open-file limit of the broker: %d (soft) / %d (hard)\n" % resource.getrlimit(resource.RLIMIT_NOFILE))
-    print("| data | kill -9, then start | clean stop, then start |")
-    print("| --- | --- | --- |")
+    print("| data | kill -9, then start | clean stop, then start | descriptors held after the clean start |")
+    print("| --- | --- | --- | --- |")
     for gb in [float(s) for s in args.sizes.split(",") if s]:
-        crash, clean = data_size(gb, args.dir)
-        print("| %g GB, 4 partitions | %.2f s | %.2f s |" % (gb, crash, clean), flush=True)
+        crash, clean, fds = data_size(gb, args.dir)
+        print("| %g GB, 4 partitions | %.2f s | %.2f s | %d |" % (gb, crash, clean, fds), flush=True)
     for count in [int(s) for s in args.partitions.split(",") if s]:
         crash, clean, fds = partition_count(count, args.dir)
-        print("| %d partitions (+100 internal) | %.2f s | %.2f s | %d open descriptors |"
-              % (count, crash, clean, fds), flush=True)
+        print("| %d partitions (+100 internal) | %.2f s | %.2f s | %d |" % (count, crash, clean, fds), flush=True)
 
 
 if __name__ == "__main__":
