@@ -328,6 +328,73 @@ def test_a_huge_partition_count_is_refused_before_any_file_and_the_broker_stays_
     assert "huge" not in md and len(md["small"].partitions) == 3
 
 
+def open_descriptors(pid, data_dir):
+    """(all, on segment .log files, on other partition files) descriptors of a process."""
+    data_dir = os.path.realpath(data_dir)
+    total = logs = other = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue  # closed since the listing
+        total += 1
+        if not target.startswith(data_dir + os.sep):
+            continue
+        if target.endswith(".log"):
+            logs += 1
+        elif target.endswith((".index", ".timeindex", ".txnindex", ".snapshot")):
+            other += 1
+    return total, logs, other
+
+
+def test_a_partition_holds_one_descriptor_however_many_segments_it_has(broker_factory):
+    """The active segment's .log is the one file a partition holds open:
+    closed segments and every index are opened when used (issue 19, 10,000
+    partitions under a 20,000 descriptor limit)."""
+    broker = broker_factory({"krabka.max.partitions": "3000"})
+    a = admin(broker.bootstrap)
+    a.create_topics([NewTopic("many", num_partitions=1000, replication_factor=1,
+                              config={"segment.bytes": "4096"})])["many"].result(timeout=120)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for _ in range(4):
+        # One batch of 3 KB per partition per round: each round rolls a segment.
+        for partition in range(200):
+            p.produce("many", value=b"x" * 3000, partition=partition)
+        assert p.flush(120) == 0
+    del p
+    partitions = len([d for d in os.listdir(broker.data_dir) if re.match(r".+-\d+$", d)])
+    segments = sum(1 for _root, _dirs, files in os.walk(broker.data_dir) for f in files if f.endswith(".log"))
+    assert partitions >= 1000 and segments >= partitions + 600, (partitions, segments)
+
+    def assert_bounded(when):
+        # One per partition, plus sockets, the lock, the log output, epoll;
+        # reads open closed segments for a moment, hence the deadline.
+        last = []
+
+        def bounded():
+            last[:] = [open_descriptors(broker.process.pid, broker.data_dir)]
+            total, logs, other = last[0]
+            return logs <= partitions and other == 0 and total <= partitions + 100
+
+        try:
+            wait_for(bounded, timeout=60)
+        except AssertionError:
+            raise AssertionError("%s: (all, .log, other partition files) descriptors %s for %d partitions, %d segments"
+                                 % (when, last[0], partitions, segments))
+
+    assert_bounded("after produce")
+    # Crash recovery (which reads closed segments) leaves the same.
+    broker.kill9()
+    broker.start(timeout=120)
+    assert_bounded("after kill -9 and recovery")
+    got = consume_confluent(broker.bootstrap, "many", 4, partition=7, timeout=60)
+    assert [len(m.value()) for m in got] == [3000] * 4
+    assert_bounded("after reading closed segments")
+    # A clean stop closes (fsyncs, checkpoints) 1,100 logs: give a loaded
+    # machine time for it.
+    assert broker.stop(timeout=300) == 0
+
+
 # --- internal topics ----------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
 """A bounded mutation fuzzer against the release binary.
 
 Seeds are real client request frames (tests/interop/fuzz_corpus/frames,
-recorded from confluent-kafka and kafka-python by fuzz_corpus/record.py),
+recorded from confluent-kafka, kafka-python and the Java client by
+fuzz_corpus/record.py),
 plus a header-only frame for any API the broker advertises that the corpus
 lacks. Several connections send mutated frames for a fixed time while a
 health client checks, once a second, that a fresh connection is answered
@@ -35,12 +36,20 @@ INTERESTING = [0, 1, -1, 0x7F, 0x80, 0xFF, 0x7FFF, -0x8000, 0xFFFF, 0x7FFFFFFF, 
                1000000, 2**24]
 
 
+# Clients the corpus was recorded from (the last part but one of a frame's name).
+CLIENTS = {"confluent", "kafkapython", "java"}
+
+
 def load_corpus():
     frames = []
+    clients = set()
     for name in sorted(os.listdir(CORPUS)):
         with open(os.path.join(CORPUS, name), "rb") as f:
             frames.append(f.read())
+        clients.add(name.rsplit("-", 2)[-2])
     assert frames, "the corpus is empty: run fuzz_corpus/record.py"
+    assert clients == CLIENTS, "the corpus lacks frames of %s: run fuzz_corpus/record.py --clients ..." % (
+        CLIENTS - clients)
     return frames
 
 
@@ -182,8 +191,10 @@ def test_mutated_client_frames_never_crash_wedge_or_explode(broker_factory):
         "krabka.request.read.timeout.ms": "2000",
         "group.initial.rebalance.delay.ms": "0",
     })
-    create_topic(b.bootstrap, "c-topic", partitions=3)
-    create_topic(b.bootstrap, "p-topic", partitions=3)
+    # The topics the recorded frames name (by confluent-kafka, kafka-python
+    # and the Java client), so mutated frames reach real partitions.
+    for topic in ("c-topic", "p-topic", "fuzz-produce", "fuzz-txn"):
+        create_topic(b.bootstrap, topic, partitions=3)
     frames = [f for f in load_corpus() if struct.unpack(">h", f[:2])[0] not in SKIP_APIS]
     have = {struct.unpack(">hh", f[:4]) for f in frames}
     for api, max_version in advertised_apis(b.port):

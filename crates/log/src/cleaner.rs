@@ -347,6 +347,8 @@ impl Log {
             let _ = std::fs::remove_file(cleaned);
             return Ok(());
         }
+        // Readers still holding `old` keep reading its bytes, not the copy.
+        old.retire()?;
         for path in [&index_path, &time_path] {
             match std::fs::remove_file(path) {
                 Ok(()) => {}

@@ -7,6 +7,10 @@
 //! rolled or the log closed; an index opened from a preallocated file is seen
 //! as "full of zero entries", which fails [`SparseIndex::sanity_check`] and is
 //! rebuilt from the segment.
+//!
+//! No descriptor is held: the file is opened for each write (entries reach
+//! it in groups of [`WRITE_BATCH`]), trim and fsync, so a broker's open files
+//! do not grow with its segments.
 
 use {
     crate::LogError,
@@ -87,7 +91,6 @@ impl IndexEntry for TimeEntry {
 #[derive(Debug)]
 pub struct SparseIndex<E: IndexEntry> {
     path: PathBuf,
-    file: File,
     entries: RwLock<Vec<E>>,
     max_entries: RwLock<usize>,
     /// The file held a partial trailing entry when opened.
@@ -154,12 +157,24 @@ impl<E: IndexEntry> SparseIndex<E> {
         let max_entries = (max_bytes as usize / E::SIZE).max(1);
         Ok(Self {
             path: path.to_path_buf(),
-            file,
             entries: RwLock::new(entries),
             max_entries: RwLock::new(max_entries),
             torn: std::sync::atomic::AtomicBool::new(raw.len() % E::SIZE != 0),
             written: std::sync::atomic::AtomicUsize::new(raw.len() / E::SIZE),
         })
+    }
+
+    /// Opens the file for one operation (it exists since [`Self::open`]).
+    fn file(&self) -> Result<File, LogError> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(LogError::io(&self.path))
+    }
+
+    fn file_len(&self, file: &File) -> Result<u64, LogError> {
+        Ok(file.metadata().map_err(LogError::io(&self.path))?.len())
     }
 
     /// Path of the index file.
@@ -238,7 +253,7 @@ impl<E: IndexEntry> SparseIndex<E> {
         entries.push(entry);
         let written = self.written();
         if entries.len() - written >= WRITE_BATCH {
-            self.write_pending(&entries)?;
+            self.write_pending(&self.file()?, &entries)?;
         }
         Ok(())
     }
@@ -247,7 +262,7 @@ impl<E: IndexEntry> SparseIndex<E> {
         self.written.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    fn write_pending(&self, entries: &[E]) -> Result<(), LogError> {
+    fn write_pending(&self, file: &File, entries: &[E]) -> Result<(), LogError> {
         let written = self.written().min(entries.len());
         let pending = entries.get(written..).unwrap_or_default();
         if pending.is_empty() {
@@ -257,8 +272,7 @@ impl<E: IndexEntry> SparseIndex<E> {
         for (chunk, e) in raw.chunks_exact_mut(E::SIZE).zip(pending) {
             e.encode(chunk);
         }
-        self.file
-            .write_all_at(&raw, (written * E::SIZE) as u64)
+        file.write_all_at(&raw, (written * E::SIZE) as u64)
             .map_err(LogError::io(&self.path))?;
         self.written
             .store(entries.len(), std::sync::atomic::Ordering::Release);
@@ -272,7 +286,10 @@ impl<E: IndexEntry> SparseIndex<E> {
     /// [`LogError::Io`] on a write error.
     pub fn sync(&self) -> Result<(), LogError> {
         let entries = self.write();
-        self.write_pending(&entries)
+        if entries.len() <= self.written() {
+            return Ok(());
+        }
+        self.write_pending(&self.file()?, &entries)
     }
 
     /// Replaces all entries (used when rebuilding) and rewrites the file.
@@ -286,9 +303,9 @@ impl<E: IndexEntry> SparseIndex<E> {
         for (chunk, e) in raw.chunks_exact_mut(E::SIZE).zip(&new) {
             e.encode(chunk);
         }
-        self.file.set_len(0).map_err(LogError::io(&self.path))?;
-        self.file
-            .write_all_at(&raw, 0)
+        let file = self.file()?;
+        file.set_len(0).map_err(LogError::io(&self.path))?;
+        file.write_all_at(&raw, 0)
             .map_err(LogError::io(&self.path))?;
         self.written
             .store(new.len(), std::sync::atomic::Ordering::Release);
@@ -323,26 +340,21 @@ impl<E: IndexEntry> SparseIndex<E> {
         while entries.last().is_some_and(&remove) {
             entries.pop();
         }
-        self.write_pending(&entries)?;
+        let file = self.file()?;
+        self.write_pending(&file, &entries)?;
         if self.written() > entries.len() {
             self.written
                 .store(entries.len(), std::sync::atomic::Ordering::Release);
         }
         let len = (entries.len() * E::SIZE) as u64;
-        let file_len = self
-            .file
-            .metadata()
-            .map_err(LogError::io(&self.path))?
-            .len();
+        let file_len = self.file_len(&file)?;
         if file_len > len {
             // Zero the dropped tail (the file may be preallocated) by cutting
             // it off and growing the file back: the regrown range reads as
             // zeros without writing them. Writing them cost 20 MiB per
             // partition of preallocated indexes on every start after a crash.
-            self.file.set_len(len).map_err(LogError::io(&self.path))?;
-            self.file
-                .set_len(file_len)
-                .map_err(LogError::io(&self.path))?;
+            file.set_len(len).map_err(LogError::io(&self.path))?;
+            file.set_len(file_len).map_err(LogError::io(&self.path))?;
         }
         Ok(())
     }
@@ -355,13 +367,9 @@ impl<E: IndexEntry> SparseIndex<E> {
     /// [`LogError::Io`] on a file error.
     pub fn preallocate(&self) -> Result<(), LogError> {
         let len = (self.max() * E::SIZE) as u64;
-        let current = self
-            .file
-            .metadata()
-            .map_err(LogError::io(&self.path))?
-            .len();
-        if current < len {
-            self.file.set_len(len).map_err(LogError::io(&self.path))?;
+        let file = self.file()?;
+        if self.file_len(&file)? < len {
+            file.set_len(len).map_err(LogError::io(&self.path))?;
         }
         Ok(())
     }
@@ -382,9 +390,10 @@ impl<E: IndexEntry> SparseIndex<E> {
     /// [`LogError::Io`] on a file error.
     pub fn trim(&self) -> Result<(), LogError> {
         let entries = self.write();
-        self.write_pending(&entries)?;
+        let file = self.file()?;
+        self.write_pending(&file, &entries)?;
         let len = (entries.len() * E::SIZE) as u64;
-        self.file.set_len(len).map_err(LogError::io(&self.path))
+        file.set_len(len).map_err(LogError::io(&self.path))
     }
 
     /// `fsync`s the file.
@@ -393,8 +402,11 @@ impl<E: IndexEntry> SparseIndex<E> {
     ///
     /// [`LogError::Io`] on a file error.
     pub fn flush(&self) -> Result<(), LogError> {
-        self.sync()?;
-        self.file.sync_data().map_err(LogError::io(&self.path))
+        let entries = self.write();
+        let file = self.file()?;
+        self.write_pending(&file, &entries)?;
+        // fsync is of the file: it covers writes through earlier descriptors.
+        file.sync_data().map_err(LogError::io(&self.path))
     }
 }
 

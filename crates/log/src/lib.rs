@@ -38,6 +38,7 @@ mod log;
 pub mod producer_state;
 pub mod recovery;
 pub mod segment;
+mod segment_file;
 pub mod txn_index;
 mod types;
 pub mod validate;

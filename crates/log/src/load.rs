@@ -299,6 +299,7 @@ impl Log {
         epochs.truncate_from_end(log_end)?;
         epochs.truncate_from_start(log_start)?;
         if let Some(active) = segments.last() {
+            active.activate()?;
             active.preallocate_indexes()?;
         }
         let recovered = !clean;

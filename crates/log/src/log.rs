@@ -613,6 +613,8 @@ impl Log {
         for seg in self.segments_from(inner.recovery_point) {
             seg.flush()?;
         }
+        // Closed segments hold no descriptor (see `segment_file`).
+        old.deactivate();
         inner.recovery_point = new_base;
         inner.unflushed_messages = 0;
         inner.last_flush_ms = self.clock.now_ms();

@@ -5,6 +5,11 @@
 //! occasional index entry; the committed size is published (atomically)
 //! after the bytes are written, so readers use `read_at` up to that size
 //! without any lock shared with the writer.
+//!
+//! Only the active segment holds a descriptor (of its `.log`, see
+//! [`SegmentFile`]); the indexes live in memory and their files are opened
+//! when written, so a partition costs one descriptor however many segments
+//! it has.
 
 use {
     crate::{
@@ -12,6 +17,7 @@ use {
         batch::{self, BatchHeader, HEADER_SIZE},
         checkpoint::file_stem,
         index::{OffsetEntry, SparseIndex, TimeEntry},
+        segment_file::SegmentFile,
         txn_index::TxnIndex,
     },
     bytes::{Bytes, BytesMut},
@@ -64,7 +70,7 @@ pub struct SegmentStats {
 pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
-    file: File,
+    file: SegmentFile,
     size: AtomicU64,
     pub(crate) offset_index: SparseIndex<OffsetEntry>,
     pub(crate) time_index: SparseIndex<TimeEntry>,
@@ -87,7 +93,8 @@ pub fn segment_paths(dir: &Path, base: i64) -> [PathBuf; 4] {
 
 impl Segment {
     /// Creates an empty segment at `base` (replacing any files there) with
-    /// preallocated indexes.
+    /// preallocated indexes. It is active: its `.log` stays open until
+    /// [`Segment::deactivate`].
     ///
     /// # Errors
     ///
@@ -113,43 +120,53 @@ impl Segment {
             .truncate(true)
             .open(&log)
             .map_err(LogError::io(&log))?;
-        let segment = Self::with_files(base, log, file, &index, &time, &txn, index_bytes, now_ms)?;
+        let segment = Self::with_files(
+            base,
+            log,
+            Some(file),
+            &index,
+            &time,
+            &txn,
+            index_bytes,
+            now_ms,
+        )?;
         segment.offset_index.preallocate()?;
         segment.time_index.preallocate()?;
         Ok(segment)
     }
 
     /// Opens an existing segment. Indexes are loaded as they are on disk;
-    /// call [`Segment::load`] or [`Segment::recover`] next.
+    /// call [`Segment::load`] or [`Segment::recover`] next. It holds no
+    /// descriptor until [`Segment::activate`].
     ///
     /// # Errors
     ///
     /// [`LogError::Io`] on a file error.
     pub fn open(dir: &Path, base: i64, index_bytes: u64, now_ms: i64) -> Result<Self, LogError> {
         let [log, index, time, txn] = segment_paths(dir, base);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&log)
-            .map_err(LogError::io(&log))?;
-        Self::with_files(base, log, file, &index, &time, &txn, index_bytes, now_ms)
+        Self::with_files(base, log, None, &index, &time, &txn, index_bytes, now_ms)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn with_files(
         base: i64,
         log_path: PathBuf,
-        file: File,
+        file: Option<File>,
         index: &Path,
         time: &Path,
         txn: &Path,
         index_bytes: u64,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        let size = file.metadata().map_err(LogError::io(&log_path))?.len();
+        let size = match &file {
+            Some(file) => file.metadata(),
+            None => std::fs::metadata(&log_path),
+        }
+        .map_err(LogError::io(&log_path))?
+        .len();
         Ok(Self {
             base_offset: base,
-            file,
+            file: SegmentFile::new(log_path.clone(), file),
             size: AtomicU64::new(size),
             offset_index: SparseIndex::open(index, index_bytes)?,
             time_index: SparseIndex::open(time, index_bytes)?,
@@ -176,6 +193,31 @@ impl Segment {
     #[must_use]
     pub fn log_path(&self) -> &Path {
         &self.log_path
+    }
+
+    /// The segment became the active one: its `.log` stays open for appends.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the file cannot be opened.
+    pub fn activate(&self) -> Result<(), LogError> {
+        self.file.hold()
+    }
+
+    /// The segment is closed (rolled): its `.log` is opened per read from now on.
+    pub fn deactivate(&self) {
+        self.file.release();
+    }
+
+    /// The segment leaves the log (its files are about to be deleted or
+    /// replaced): its `.log` is held so that readers still holding the
+    /// segment read what it indexed.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the file exists but cannot be opened.
+    pub fn retire(&self) -> Result<(), LogError> {
+        self.file.retire()
     }
 
     /// Committed size in bytes.
@@ -231,10 +273,11 @@ impl Segment {
         index_interval: u64,
     ) -> Result<(), LogError> {
         let start = self.size();
-        if let Err(source) = self.file.write_all_at(buf, start) {
+        let file = self.file.get()?;
+        if let Err(source) = file.write_all_at(buf, start) {
             // Nothing is committed; give back the blocks a partial write
             // took (on a full disk), which what frees space may need.
-            let _ = self.file.set_len(start);
+            let _ = file.set_len(start);
             return Err(LogError::Io {
                 path: self.log_path.clone(),
                 source,
@@ -251,7 +294,7 @@ impl Segment {
                 *stats = before.0;
                 self.offset_index.forget_from(before.1);
                 self.time_index.forget_from(before.2);
-                let _ = self.file.set_len(start);
+                let _ = file.set_len(start);
                 return Err(e);
             }
         }
@@ -333,7 +376,10 @@ impl Segment {
     ///
     /// [`LogError::Io`] on a file error.
     pub fn flush(&self) -> Result<(), LogError> {
+        // A descriptor opened now syncs what any earlier one wrote: fsync
+        // is of the file, not of the descriptor.
         self.file
+            .get()?
             .sync_data()
             .map_err(LogError::io(&self.log_path))?;
         self.offset_index.flush()?;
@@ -348,7 +394,10 @@ impl Segment {
     ///
     /// [`LogError::Io`] on a file error.
     pub fn flush_data(&self) -> Result<(), LogError> {
-        self.file.sync_data().map_err(LogError::io(&self.log_path))
+        self.file
+            .get()?
+            .sync_data()
+            .map_err(LogError::io(&self.log_path))
     }
 
     /// Reads `len` bytes at `pos` (clamped to the committed size).
@@ -361,6 +410,7 @@ impl Segment {
         let len = (len as u64).min(size.saturating_sub(pos)) as usize;
         let mut buf = BytesMut::zeroed(len);
         self.file
+            .get()?
             .read_exact_at(&mut buf, pos)
             .map_err(LogError::io(&self.log_path))?;
         Ok(buf.freeze())
@@ -379,6 +429,10 @@ impl Segment {
         mut f: impl FnMut(u64, &BatchHeader) -> bool,
     ) -> Result<(), LogError> {
         let end = self.size();
+        if pos + HEADER_SIZE as u64 > end {
+            return Ok(());
+        }
+        let file = self.file.get()?;
         // Lookups usually stop within one index interval: start small.
         let mut chunk = vec![0u8; FIRST_SCAN_CHUNK.min((end.saturating_sub(pos)) as usize)];
         // With large batches, reading only each header (one small pread per
@@ -391,8 +445,7 @@ impl Segment {
                 chunk.resize(n, 0);
             }
             let buf = chunk.get_mut(..n).unwrap_or_default();
-            self.file
-                .read_exact_at(buf, pos)
+            file.read_exact_at(buf, pos)
                 .map_err(LogError::io(&self.log_path))?;
             let mut at = 0usize;
             while let Some(header) = buf.get(at..).and_then(BatchHeader::parse) {
@@ -478,6 +531,7 @@ impl Segment {
         // leave the discarded halves in the allocator's arenas), but only
         // what is read is written, so untouched room stays unbacked.
         let mut buf = BytesMut::with_capacity(limit);
+        let file = self.file.get()?;
         let mut end = 0usize;
         let mut chunk = first_size.max(READ_CHUNK);
         loop {
@@ -488,8 +542,7 @@ impl Segment {
             }
             buf.resize(have + want, 0);
             let target = buf.get_mut(have..).unwrap_or_default();
-            self.file
-                .read_exact_at(target, pos + have as u64)
+            file.read_exact_at(target, pos + have as u64)
                 .map_err(LogError::io(&self.log_path))?;
             let mut done = false;
             while let Some(h) = buf.get(end..).and_then(BatchHeader::parse) {
@@ -546,6 +599,7 @@ impl Segment {
     pub fn file_len(&self) -> Result<u64, LogError> {
         Ok(self
             .file
+            .get()?
             .metadata()
             .map_err(LogError::io(&self.log_path))?
             .len())
@@ -559,7 +613,7 @@ impl Segment {
     /// [`LogError::Io`] on a read error.
     pub(crate) fn read_raw(&self, pos: u64, len: usize) -> Result<Option<Vec<u8>>, LogError> {
         let mut buf = vec![0u8; len];
-        match self.file.read_exact_at(&mut buf, pos) {
+        match self.file.get()?.read_exact_at(&mut buf, pos) {
             Ok(()) => Ok(Some(buf)),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
             Err(e) => Err(LogError::Io {
@@ -575,9 +629,10 @@ impl Segment {
     ///
     /// [`LogError::Io`] on a file error.
     pub(crate) fn cut_to(&self, valid_end: u64) -> Result<(), LogError> {
-        if self.file_len()? > valid_end {
-            self.file
-                .set_len(valid_end)
+        let file = self.file.get()?;
+        let len = file.metadata().map_err(LogError::io(&self.log_path))?.len();
+        if len > valid_end {
+            file.set_len(valid_end)
                 .map_err(LogError::io(&self.log_path))?;
         }
         Ok(())
@@ -596,7 +651,8 @@ impl Segment {
         verify: bool,
         mut on_batch: impl FnMut(&BatchHeader, &[u8]) -> Result<(), LogError>,
     ) -> Result<(u64, u64), LogError> {
-        let file_size = self.file_len()?;
+        let file = self.file.get()?;
+        let file_size = file.metadata().map_err(LogError::io(&self.log_path))?.len();
         self.offset_index.reset(Vec::new(), false)?;
         self.time_index.reset(Vec::new(), false)?;
         let mut stats = self.lock_stats();
@@ -611,8 +667,7 @@ impl Segment {
         'outer: while pos < file_size {
             let n = ((file_size - pos) as usize).min(RECOVERY_CHUNK);
             buf.resize(n, 0);
-            self.file
-                .read_exact_at(&mut buf, pos)
+            file.read_exact_at(&mut buf, pos)
                 .map_err(LogError::io(&self.log_path))?;
             let mut at = 0usize;
             loop {
@@ -641,8 +696,7 @@ impl Segment {
                     if at == 0 {
                         // A batch larger than the chunk: read it whole.
                         buf.resize(size as usize, 0);
-                        self.file
-                            .read_exact_at(&mut buf, pos)
+                        file.read_exact_at(&mut buf, pos)
                             .map_err(LogError::io(&self.log_path))?;
                         continue;
                     }
@@ -758,6 +812,7 @@ impl Segment {
             return Ok(());
         };
         self.file
+            .get()?
             .set_len(pos)
             .map_err(LogError::io(&self.log_path))?;
         self.size.store(pos, Ordering::Release);
@@ -802,6 +857,7 @@ impl Segment {
     ///
     /// [`LogError::Io`] on a file error other than "not found".
     pub fn delete_files(&self, dir: &Path) -> Result<(), LogError> {
+        self.retire()?;
         for path in segment_paths(dir, self.base_offset) {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}

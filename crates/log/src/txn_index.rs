@@ -1,6 +1,9 @@
 //! Kafka's `.txnindex`: one 34-byte entry per aborted transaction whose
 //! ABORT marker landed in the segment, so `read_committed` fetches can tell
 //! consumers which producer ranges to drop.
+//!
+//! Entries live in memory; the file is opened only to be written or synced
+//! (aborts are rare), so it holds no descriptor between times.
 
 use {
     crate::LogError,
@@ -63,7 +66,6 @@ impl AbortedTxnEntry {
 #[derive(Debug)]
 pub struct TxnIndex {
     path: PathBuf,
-    file: File,
     entries: RwLock<Vec<AbortedTxnEntry>>,
 }
 
@@ -90,13 +92,21 @@ impl TxnIndex {
             .collect();
         let index = Self {
             path: path.to_path_buf(),
-            file,
             entries: RwLock::new(entries),
         };
         if raw.len() != index.len() * ENTRY_SIZE {
-            index.rewrite()?;
+            index.rewrite_into(&file)?;
         }
         Ok(index)
+    }
+
+    /// Opens the file for one operation (it exists since [`Self::open`]).
+    fn file(&self) -> Result<File, LogError> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(LogError::io(&self.path))
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<AbortedTxnEntry>> {
@@ -137,7 +147,7 @@ impl TxnIndex {
     pub fn append(&self, entry: AbortedTxnEntry) -> Result<(), LogError> {
         let mut entries = self.write();
         let at = (entries.len() * ENTRY_SIZE) as u64;
-        self.file
+        self.file()?
             .write_all_at(&entry.encode(), at)
             .map_err(LogError::io(&self.path))?;
         entries.push(entry);
@@ -165,12 +175,14 @@ impl TxnIndex {
     }
 
     fn rewrite(&self) -> Result<(), LogError> {
+        self.rewrite_into(&self.file()?)
+    }
+
+    fn rewrite_into(&self, file: &File) -> Result<(), LogError> {
         let entries = self.read();
         let raw: Vec<u8> = entries.iter().flat_map(AbortedTxnEntry::encode).collect();
-        self.file.set_len(0).map_err(LogError::io(&self.path))?;
-        self.file
-            .write_all_at(&raw, 0)
-            .map_err(LogError::io(&self.path))
+        file.set_len(0).map_err(LogError::io(&self.path))?;
+        file.write_all_at(&raw, 0).map_err(LogError::io(&self.path))
     }
 
     /// `fsync`s the file.
@@ -179,7 +191,7 @@ impl TxnIndex {
     ///
     /// [`LogError::Io`] on a file error.
     pub fn flush(&self) -> Result<(), LogError> {
-        self.file.sync_data().map_err(LogError::io(&self.path))
+        self.file()?.sync_data().map_err(LogError::io(&self.path))
     }
 }
 

@@ -3,13 +3,19 @@
 
 Run once against a release binary, then commit the frames:
 
-    KRABKA_BIN=target/release/krabka .venv/bin/python tests/interop/fuzz_corpus/record.py
+    KRABKA_BIN=target/release/krabka .venv/bin/python tests/interop/fuzz_corpus/record.py [--clients java]
 
 A broker is started advertising the address of a small recording proxy, so
-every connection of confluent-kafka (librdkafka) and kafka-python goes
-through the proxy; each request frame a client sends is saved (without its
-size prefix) as `frames/<api>-v<version>-<client>-<n>.bin`, at most a few per
-(API, version, client). The workload touches every API the broker serves.
+every connection of confluent-kafka (librdkafka), kafka-python and the Java
+client (kafka-clients, running tests/compat/java/Compat.java's scenarios:
+produce, fetch, classic and KIP-848 groups, transactions, exactly-once,
+admin APIs) goes through the proxy; each request frame a client sends is
+saved (without its size prefix) as `frames/<api>-v<version>-<client>-<n>.bin`,
+at most a few per (API, version, client), and none over MAX_FRAME bytes (the
+corpus stays small; the fuzzer grows frames itself). `--clients` records
+only those clients and replaces only their frames. The Java client needs
+Java and Maven (`scripts/test` installs them); its jars come from Maven
+Central through tests/compat/kafka_ref.py.
 """
 
 import collections
@@ -27,6 +33,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 KEEP_PER_KIND = 3
+MAX_FRAME = 16 * 1024
+CLIENTS = ("confluent", "kafkapython", "java")
 
 
 def free_port():
@@ -239,7 +247,36 @@ def kafka_python_workload(bootstrap):
     admin.close()
 
 
+def java_workload(bootstrap, work):
+    """Compat.java's scenarios with the newest kafka-clients, through the proxy."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "compat"))
+    import kafka_ref
+
+    cp = kafka_ref.classpath("client", kafka_ref.KAFKA_VERSION)
+    classes = os.path.join(work, "classes")
+    os.makedirs(classes)
+    javac = os.path.join(os.path.dirname(os.path.realpath(kafka_ref.java())), "javac")
+    source = os.path.join(HERE, "..", "..", "compat", "java", "Compat.java")
+    subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "-d", classes, "-cp", cp, source],
+                   check=True, timeout=600)
+    out = os.path.join(work, "java-transcript.txt")
+    proc = subprocess.run(
+        [kafka_ref.java(), "-Xmx384m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+         "-cp", cp + os.pathsep + classes, "Compat", "--bootstrap", bootstrap, "--out", out,
+         "--prefix", "fuzz"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    if proc.returncode != 0:
+        print("Compat.java exited with %d:\n%s" % (proc.returncode, proc.stdout[-4000:]))
+
+
 def main():
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default=",".join(CLIENTS),
+                        help="comma-separated, of %s; only their frames are replaced" % ", ".join(CLIENTS))
+    clients = parser.parse_args().clients.split(",")
+    assert set(clients) <= set(CLIENTS), clients
     binary = os.environ.get("KRABKA_BIN", os.path.join(HERE, "../../../target/release/krabka"))
     work = tempfile.mkdtemp(prefix="krabka-corpus-")
     broker_port = free_port()
@@ -263,26 +300,33 @@ def main():
                 assert time.time() < deadline, "broker did not start"
                 time.sleep(0.1)
         bootstrap = "127.0.0.1:%d" % proxy.port
-        proxy.client = "confluent"
-        confluent_workload(bootstrap)
-        proxy.client = "kafkapython"
-        try:
-            kafka_python_workload(bootstrap)
-        except Exception as e:  # noqa: BLE001 - keep what was recorded
-            print("kafka-python workload stopped: %r" % e)
+        if "confluent" in clients:
+            proxy.client = "confluent"
+            confluent_workload(bootstrap)
+        if "kafkapython" in clients:
+            proxy.client = "kafkapython"
+            try:
+                kafka_python_workload(bootstrap)
+            except Exception as e:  # noqa: BLE001 - keep what was recorded
+                print("kafka-python workload stopped: %r" % e)
+        if "java" in clients:
+            proxy.client = "java"
+            java_workload(bootstrap, work)
         time.sleep(1)
     finally:
         broker.terminate()
         broker.wait(30)
         log.close()
     out = os.path.join(HERE, "frames")
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
+    os.makedirs(out, exist_ok=True)
+    for name in os.listdir(out):
+        if name.endswith(".bin") and name.rsplit("-", 2)[-2] in clients:
+            os.remove(os.path.join(out, name))
     kept = collections.Counter()
     with proxy.lock:
         frames = list(proxy.frames)
     for client, frame in frames:
-        if len(frame) < 4:
+        if len(frame) < 4 or len(frame) > MAX_FRAME:
             continue
         api, version = struct.unpack(">hh", frame[:4])
         kind = (api, version, client)

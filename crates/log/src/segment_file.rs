@@ -1,0 +1,171 @@
+//! The `.log` file of a segment, held open only while it must be.
+//!
+//! A broker with ten thousand partitions cannot keep every segment's files
+//! open under an ordinary `RLIMIT_NOFILE` (Kafka holds four per segment and
+//! asks for 100,000 descriptors). The file is held while its segment is
+//! active, because every append writes to it, and opened for each use
+//! otherwise: a closed segment is read far less often than the active one
+//! is written, and one `open` per fetch or lookup is cheap beside the read.
+//!
+//! A segment taken out of the log (deleted by retention, or replaced by its
+//! compacted copy under the same name) is *retired*: its file is opened and
+//! held before the name goes, so a reader that still holds the segment reads
+//! the bytes it indexed — never the file that replaced them, nor a missing
+//! one. An open by name happens under the read lock that retiring takes for
+//! writing, so no reader can open the name after it changed hands.
+
+use {
+    crate::LogError,
+    std::{
+        fs::{File, OpenOptions},
+        path::{Path, PathBuf},
+        sync::{Arc, RwLock},
+    },
+};
+
+/// A segment's `.log` file: a held descriptor, or its path to open.
+#[derive(Debug)]
+pub(crate) struct SegmentFile {
+    path: PathBuf,
+    held: RwLock<Option<Arc<File>>>,
+}
+
+fn open(path: &Path) -> Result<File, LogError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(LogError::io(path))
+}
+
+impl SegmentFile {
+    /// The file at `path`, holding `file` (already open) if given.
+    pub(crate) fn new(path: PathBuf, file: Option<File>) -> Self {
+        Self {
+            path,
+            held: RwLock::new(file.map(Arc::new)),
+        }
+    }
+
+    /// The open file: the held one, or a fresh descriptor closed when the
+    /// caller drops it.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the file cannot be opened.
+    pub(crate) fn get(&self) -> Result<Arc<File>, LogError> {
+        let held = self
+            .held
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(file) = held.as_ref() {
+            return Ok(Arc::clone(file));
+        }
+        // Still under the read lock: `hold` waits for this open.
+        Ok(Arc::new(open(&self.path)?))
+    }
+
+    /// Keeps the file open from now on (the segment became active, or is
+    /// about to be retired).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the file cannot be opened.
+    pub(crate) fn hold(&self) -> Result<(), LogError> {
+        let mut held = self
+            .held
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.is_none() {
+            *held = Some(Arc::new(open(&self.path)?));
+        }
+        Ok(())
+    }
+
+    /// Holds the file before its name is removed or replaced; a file
+    /// already gone has nothing left to protect.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the file exists but cannot be opened.
+    pub(crate) fn retire(&self) -> Result<(), LogError> {
+        match self.hold() {
+            Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Stops holding the file (the segment is no longer active); readers
+    /// that took it keep their descriptor until they drop it.
+    pub(crate) fn release(&self) {
+        *self
+            .held
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// Whether the file is held open.
+    #[cfg(test)]
+    pub(crate) fn is_held(&self) -> bool {
+        self.held
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check, std::os::unix::fs::FileExt};
+
+    #[test]
+    fn a_retired_file_is_read_after_its_name_is_replaced_or_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        std::fs::write(&path, b"original").unwrap();
+        let file = SegmentFile::new(path.clone(), None);
+        check!(!file.is_held());
+        let mut buf = [0u8; 8];
+        file.get().unwrap().read_exact_at(&mut buf, 0).unwrap();
+        check!(&buf == b"original");
+        check!(!file.is_held());
+
+        file.retire().unwrap();
+        check!(file.is_held());
+        let other = dir.path().join("cleaned");
+        std::fs::write(&other, b"replaced").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        file.get().unwrap().read_exact_at(&mut buf, 0).unwrap();
+        check!(&buf == b"original");
+        std::fs::remove_file(&path).unwrap();
+        file.get().unwrap().read_exact_at(&mut buf, 0).unwrap();
+        check!(&buf == b"original");
+    }
+
+    #[test]
+    fn retiring_a_file_already_gone_is_no_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SegmentFile::new(dir.path().join("gone.log"), None);
+        file.retire().unwrap();
+        check!(!file.is_held());
+        check!(file.get().is_err());
+    }
+
+    #[test]
+    fn a_released_file_keeps_serving_readers_that_took_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("active.log");
+        std::fs::write(&path, b"abc").unwrap();
+        let file = SegmentFile::new(path.clone(), None);
+        file.hold().unwrap();
+        let taken = file.get().unwrap();
+        file.release();
+        check!(!file.is_held());
+        std::fs::remove_file(&path).unwrap();
+        let mut buf = [0u8; 3];
+        taken.read_exact_at(&mut buf, 0).unwrap();
+        check!(&buf == b"abc");
+    }
+}
