@@ -278,6 +278,30 @@ def test_cut_and_out_of_order_exchanges_close_only_that_connection(secure):
     assert "Unexpected Kafka request of type Metadata during SASL handshake" in log
 
 
+def test_frames_before_authentication_are_bounded(secure):
+    """Until a client has authenticated, sasl.server.max.receive.size
+    (Kafka's 512 KiB default) bounds its frames: a 600 kB one closes the
+    connection before the broker reads it. After authenticating, a client
+    sends larger requests as usual (socket.request.max.bytes)."""
+    import struct
+
+    big = RawConnection(secure.bootstrap("SASL_PLAINTEXT"))
+    try:
+        big.sock.sendall(struct.pack(">i", 600_000) + b"\0" * 600_000)
+    except OSError:
+        pass  # the broker may close before all of it is sent
+    assert big.closed(), "a 600 kB frame before authentication was read"
+    big.close()
+
+    delivered = []
+    good = Producer(dict(secure.client("SASL_PLAINTEXT", "PLAIN", "admin"), **{"linger.ms": 0}))
+    good.produce("big-after-auth", value=b"v" * 900_000, on_delivery=lambda e, m: delivered.append(e))
+    assert good.flush(30) == 0
+    assert delivered == [None]
+    wait_for(lambda: "request of 600000 bytes exceeds sasl.server.max.receive.size (524288)" in full_log(secure),
+             timeout=30, what="the logged reason")
+
+
 def test_sasl_handshake_v0_raw_tokens(secure):
     """SaslHandshake v0: the PLAIN token follows as a raw frame (no Kafka
     header), as clients before KIP-152 send it; then requests work."""

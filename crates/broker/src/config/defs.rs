@@ -1157,6 +1157,16 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "The SASL mechanisms a SASL listener offers (Kafka's default, GSSAPI, is not supported).",
     ),
     broker(
+        "sasl.server.max.receive.size",
+        Some("524288"),
+        ConfigKind::Int {
+            min: 1,
+            max: INT_MAX,
+        },
+        false,
+        "Largest frame a client may send on a SASL listener before it has authenticated; a larger one closes the connection.",
+    ),
+    broker(
         "sasl.jaas.config",
         None,
         ConfigKind::Password,

@@ -43,8 +43,11 @@ const FIRST_STEP: usize = 16 * 1024;
 /// The bounds a frame is read within.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameRules {
-    /// `socket.request.max.bytes`.
+    /// `socket.request.max.bytes`, or the tighter bound named by
+    /// `max_bytes_setting`.
     pub max_bytes: usize,
+    /// The setting `max_bytes` comes from, for the close reason.
+    pub max_bytes_setting: &'static str,
     /// `connections.max.idle.ms`.
     pub max_idle: Duration,
     /// `krabka.request.read.timeout.ms`: the grace before the rate applies.
@@ -59,9 +62,24 @@ impl FrameRules {
     pub fn new(max_bytes: usize, settings: &ConnectionSettings) -> Self {
         Self {
             max_bytes,
+            max_bytes_setting: "socket.request.max.bytes",
             max_idle: settings.connections_max_idle,
             read_timeout: settings.request_read_timeout,
             min_bytes_per_sec: settings.request_read_min_bytes_per_sec.max(1),
+        }
+    }
+
+    /// The same rules with frames bounded by `max_bytes` of `setting` as
+    /// well (the tighter bound wins).
+    #[must_use]
+    pub fn bounded(self, max_bytes: usize, setting: &'static str) -> Self {
+        if max_bytes >= self.max_bytes {
+            return self;
+        }
+        Self {
+            max_bytes,
+            max_bytes_setting: setting,
+            ..self
         }
     }
 
@@ -226,8 +244,8 @@ pub async fn next_frame<R: AsyncRead + Unpin>(
     };
     if size > rules.max_bytes {
         return Err(ReadEnd::Close(format!(
-            "request of {size} bytes exceeds socket.request.max.bytes ({})",
-            rules.max_bytes
+            "request of {size} bytes exceeds {} ({})",
+            rules.max_bytes_setting, rules.max_bytes
         )));
     }
     let mut buf: Vec<u8> = Vec::new();
@@ -275,6 +293,7 @@ mod tests {
     fn rules() -> FrameRules {
         FrameRules {
             max_bytes: 200 << 20,
+            max_bytes_setting: "socket.request.max.bytes",
             max_idle: Duration::from_secs(600),
             read_timeout: Duration::from_secs(30),
             min_bytes_per_sec: 1000,
@@ -415,6 +434,7 @@ mod tests {
     async fn bad_size_prefixes_close_the_connection() {
         let rules = FrameRules {
             max_bytes: 1000,
+            max_bytes_setting: "socket.request.max.bytes",
             ..rules()
         };
         let budget = RequestBudget::new(None);

@@ -375,8 +375,14 @@ async fn connection<S>(
             break;
         }
         reader.release_if_drained();
+        // Until a SASL client has authenticated, its frames have Kafka's
+        // tighter bound.
+        let rules = match auth.frame_limit() {
+            Some(limit) => network.rules.bounded(limit, "sasl.server.max.receive.size"),
+            None => network.rules,
+        };
         let frame = tokio::select! {
-            frame = frame::next_frame(&mut reader, &network.rules, &network.budget, &activity) => frame,
+            frame = frame::next_frame(&mut reader, &rules, &network.budget, &activity) => frame,
             _ = shutdown.changed() => break,
             _ = &mut writer_gone => break,
         };

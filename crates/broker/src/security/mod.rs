@@ -55,6 +55,9 @@ const SECURED_VALIDATOR: &str =
 const UNSECURED_VALIDATOR: &str =
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerUnsecuredValidatorCallbackHandler";
 
+/// Kafka's `sasl.server.max.receive.size` default (512 KiB).
+const DEFAULT_SASL_MAX_RECEIVE_SIZE: usize = 512 * 1024;
+
 /// The SASL side of one listener.
 #[derive(Debug)]
 pub struct SaslEndpoint {
@@ -66,6 +69,9 @@ pub struct SaslEndpoint {
     pub oauth: Option<oauthbearer::Validator>,
     /// `connections.max.reauth.ms` per mechanism (0: sessions do not expire).
     pub max_reauth_ms: HashMap<Mechanism, i64>,
+    /// `sasl.server.max.receive.size`: the largest frame a client may send
+    /// before it has authenticated.
+    pub max_receive_size: usize,
 }
 
 /// One listener: its settings, bound port, TLS and SASL.
@@ -331,11 +337,28 @@ impl Security {
                 }
             }
         }
+        let max_receive_size = lookup
+            .listener(spec, "sasl.server.max.receive.size")
+            .map_or(Ok(DEFAULT_SASL_MAX_RECEIVE_SIZE), |v| {
+                v.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        config_error(
+                            spec,
+                            format!(
+                                "sasl.server.max.receive.size must be a positive number, got {v:?}"
+                            ),
+                        )
+                    })
+            })?;
         Ok(SaslEndpoint {
             mechanisms,
             plain_users,
             oauth,
             max_reauth_ms,
+            max_receive_size,
         })
     }
 

@@ -229,6 +229,17 @@ impl Authenticator {
         &self.session
     }
 
+    /// The bound on the next frame's size while a SASL client has not
+    /// authenticated yet (`sasl.server.max.receive.size`, as Kafka's
+    /// authenticator applies it); `None` once it has, or without SASL.
+    #[must_use]
+    pub fn frame_limit(&self) -> Option<usize> {
+        match (&self.endpoint.sasl, self.authenticated) {
+            (Some(sasl), None) => Some(sasl.max_receive_size),
+            _ => None,
+        }
+    }
+
     /// Whether the next frame is a raw SASL token (after SaslHandshake v0)
     /// rather than a request.
     #[must_use]
