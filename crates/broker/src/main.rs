@@ -86,6 +86,10 @@ enum Command {
     Tier(cli::tier::TierArgs),
     /// List and describe transactions and active producers.
     Txn(cli::txn::TxnArgs),
+    /// List, create and delete ACLs (the options of kafka-acls.sh).
+    Acl(cli::acl::AclArgs),
+    /// List SCRAM users, set their passwords, delete them.
+    User(cli::user::UserArgs),
     /// Certificates for TLS listeners.
     Tls {
         #[command(subcommand)]
@@ -290,6 +294,8 @@ fn main() -> ExitCode {
         Command::LogDirs(args) => cli::run(cli::cluster::log_dirs(args)),
         Command::Tier(args) => cli::run(cli::tier::run(args)),
         Command::Txn(args) => cli::run(cli::txn::run(args)),
+        Command::Acl(args) => cli::run(cli::acl::run(args)),
+        Command::User(args) => cli::run(cli::user::run(args)),
         Command::RemoteMetadata {
             command:
                 RemoteMetadataCommand::Dump {
