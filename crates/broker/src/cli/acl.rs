@@ -234,6 +234,7 @@ async fn list(common: &Common, options: &AclOptions) -> Result<(), CliError> {
             request.resource_name_filter = text(name.as_deref());
             request.pattern_type_filter = pattern.code();
             request.principal_filter = text(principal.as_deref());
+            request.host_filter = None;
             request.operation = Operation::Any.code();
             request.permission_type = Permission::Any.code();
             let response = client.send_any(&request).await?;
