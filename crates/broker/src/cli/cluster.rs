@@ -104,7 +104,7 @@ pub async fn run(args: ClusterArgs) -> Result<(), CliError> {
                     "topics": topics,
                     "cluster_database": leases.as_ref().map_or_else(
                         || serde_json::json!({"read": false, "reason": NO_DATABASE}),
-                        |l| leases_json(l),
+                        leases_json,
                     ),
                 })),
                 Format::Text => {
