@@ -142,6 +142,9 @@ enum RemoteMetadataCommand {
         /// Seconds to wait for the cluster and the metadata.
         #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         timeout_secs: u64,
+        /// Client security settings (Kafka's `security.protocol`, `sasl.*`, `ssl.*`).
+        #[arg(long, value_name = "FILE", env = "KRABKA_COMMAND_CONFIG")]
+        command_config: Option<PathBuf>,
     },
     /// Print the newest WORM chain head of each partition, as published in
     /// `__remote_log_metadata`: one JSON record per line, the file
@@ -156,6 +159,9 @@ enum RemoteMetadataCommand {
         /// Seconds to wait for the cluster and the metadata.
         #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         timeout_secs: u64,
+        /// Client security settings (Kafka's `security.protocol`, `sasl.*`, `ssl.*`).
+        #[arg(long, value_name = "FILE", env = "KRABKA_COMMAND_CONFIG")]
+        command_config: Option<PathBuf>,
     },
 }
 
@@ -302,24 +308,40 @@ fn main() -> ExitCode {
                     bootstrap,
                     topic,
                     timeout_secs,
+                    command_config,
                 },
-        } => remote_metadata_dump(cli::remote_metadata::DumpRequest {
-            bootstrap,
-            topic,
-            timeout: std::time::Duration::from_secs(timeout_secs),
-        }),
+        } => match cli::command_config::ClientSecurity::from_option(command_config.as_deref()) {
+            Ok(security) => remote_metadata_dump(cli::remote_metadata::DumpRequest {
+                bootstrap,
+                topic,
+                security,
+                timeout: std::time::Duration::from_secs(timeout_secs),
+            }),
+            Err(e) => {
+                eprintln!("krabka: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        },
         Command::RemoteMetadata {
             command:
                 RemoteMetadataCommand::WormHeads {
                     bootstrap,
                     topic,
                     timeout_secs,
+                    command_config,
                 },
-        } => worm_heads(cli::worm_heads::HeadsRequest {
-            bootstrap,
-            topic,
-            timeout: std::time::Duration::from_secs(timeout_secs),
-        }),
+        } => match cli::command_config::ClientSecurity::from_option(command_config.as_deref()) {
+            Ok(security) => worm_heads(cli::worm_heads::HeadsRequest {
+                bootstrap,
+                topic,
+                security,
+                timeout: std::time::Duration::from_secs(timeout_secs),
+            }),
+            Err(e) => {
+                eprintln!("krabka: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        },
         Command::Recover {
             config,
             overrides,

@@ -10,7 +10,7 @@
 use {
     super::CliError,
     krabka_broker::security::sasl::jaas,
-    krabka_client::{SaslConfig, SaslMechanism, TlsConfig, TlsOptions},
+    krabka_client::{ConnectionConfig, SaslConfig, SaslMechanism, TlsConfig, TlsOptions},
     std::{collections::BTreeMap, path::Path},
 };
 
@@ -23,6 +23,26 @@ pub struct ClientSecurity {
     pub sasl: Option<SaslConfig>,
     /// `client.id`, when set.
     pub client_id: Option<String>,
+}
+
+impl ClientSecurity {
+    /// Sets these settings on a client's connection settings.
+    pub fn apply(&self, connection: &mut ConnectionConfig) {
+        connection.tls.clone_from(&self.tls);
+        connection.sasl.clone_from(&self.sasl);
+        if let Some(id) = &self.client_id {
+            connection.client_id.clone_from(id);
+        }
+    }
+
+    /// The settings of `--command-config FILE`, none without one.
+    ///
+    /// # Errors
+    ///
+    /// As [`load`].
+    pub fn from_option(path: Option<&Path>) -> Result<Self, CliError> {
+        path.map_or_else(|| Ok(Self::default()), load)
+    }
 }
 
 /// The properties understood, with Kafka's (or librdkafka's) names.

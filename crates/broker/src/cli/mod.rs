@@ -148,6 +148,15 @@ impl Common {
         Duration::from_secs(self.timeout.max(1))
     }
 
+    /// The TLS and SASL settings of `--command-config` (none without it).
+    ///
+    /// # Errors
+    ///
+    /// [`CliError::Usage`] for a bad file.
+    pub fn security(&self) -> Result<command_config::ClientSecurity, CliError> {
+        command_config::ClientSecurity::from_option(self.command_config.as_deref())
+    }
+
     /// Connects to the cluster.
     ///
     /// # Errors
@@ -158,14 +167,7 @@ impl Common {
     pub async fn connect(&self) -> Result<Client, CliError> {
         let mut config = ClientConfig::default();
         config.connection.client_id = "krabka-cli".to_owned();
-        if let Some(path) = &self.command_config {
-            let security = command_config::load(path)?;
-            config.connection.tls = security.tls;
-            config.connection.sasl = security.sasl;
-            if let Some(id) = security.client_id {
-                config.connection.client_id = id;
-            }
-        }
+        self.security()?.apply(&mut config.connection);
         config.connection.request_timeout = self.timeout();
         config.connection.connect_timeout = self.timeout().min(Duration::from_secs(10));
         let servers: Vec<&str> = self
