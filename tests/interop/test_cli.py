@@ -704,6 +704,13 @@ def test_scram_users_and_acls_over_sasl_ssl(broker_factory, cli_certs, tmp_path)
     result = secure_cli(secure, wrong, "topic", "list", check=False)
     assert result.returncode == 1, result.stderr
     assert b"SASL_AUTHENTICATION_FAILED" in result.stderr, result.stderr
+    # PLAIN over SASL_PLAINTEXT, with the JAAS login module.
+    plain = properties(
+        tmp_path, "plain", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+        sasl_jaas_config='org.apache.kafka.common.security.plain.PlainLoginModule required '
+                         'username="admin" password="admin-secret";')
+    listed = json.loads(secure_cli(secure, plain, "topic", "list", fmt="json", listener="SASL_PLAINTEXT").stdout)
+    assert topic in json.dumps(listed), listed
     # An unknown property is a usage error that names it.
     bad = properties(tmp_path, "bad", security_protocol="SSL", ssl_keystore_password="x")
     result = secure_cli(secure, bad, "topic", "list", check=False, listener="SSL")
