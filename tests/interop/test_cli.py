@@ -795,3 +795,20 @@ def test_cluster_info_reads_leases_from_the_database(cluster_db, cluster_factory
         [KRABKA_BIN, "cluster", "info", "--bootstrap", brokers[1].bootstrap], env=env,
         check=True, capture_output=True, text=True, timeout=60).stdout
     assert "Leases and shard owners: not shown" in text and "--database-url" in text, text
+
+
+def test_hostname_check_follows_endpoint_identification(broker_factory, tmp_path):
+    """A broker certificate that names another host: refused by default
+    (`ssl.endpoint.identification.algorithm=https`), accepted with the
+    algorithm empty, while the chain is still checked."""
+    certs = generate_certs(tmp_path / "misnamed", "--san", "broker.example",
+                           "--key-password", "key-pw", "--pkcs12-password", "store-pw")
+    secure = SecureBroker(broker_factory, certs, tmp_path).start()
+    ca = os.path.join(certs, "ca.pem")
+    checked = properties(tmp_path, "checked", security_protocol="SSL", ssl_ca_location=ca)
+    result = secure_cli(secure, checked, "topic", "list", check=False, listener="SSL")
+    assert result.returncode == 4, result.stderr
+    assert b"TLS handshake failed" in result.stderr and b"not valid for name" in result.stderr, result.stderr
+    unchecked = properties(tmp_path, "unchecked", security_protocol="SSL", ssl_ca_location=ca,
+                           ssl_endpoint_identification_algorithm="")
+    assert secure_cli(secure, unchecked, "topic", "list", listener="SSL").returncode == 0
