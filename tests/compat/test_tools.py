@@ -11,6 +11,7 @@ also run against Apache Kafka, which keeps the expectations honest.
 import json
 import os
 import re
+import subprocess
 import time
 import uuid
 
@@ -18,6 +19,7 @@ import pytest
 
 import api_versions
 import kafka_ref
+from conftest import ROOT, start_krabka
 
 T = "org.apache.kafka.tools."
 BROKERS = ["krabka", pytest.param("kafka", marks=pytest.mark.full)]
@@ -403,3 +405,65 @@ def test_kafka_cluster_id(target):
     _, broker = target
     out = kafka_ref.run_tool(T + "ClusterTool", ["cluster-id", "--bootstrap-server", broker.bootstrap]).stdout
     assert re.fullmatch(r"Cluster ID: [A-Za-z0-9_-]{22}\n", out), out
+
+
+KRABKA_BIN = os.environ.get("KRABKA_BIN", os.path.join(ROOT, "target", "release", "krabka"))
+ACL_RESOURCE = re.compile(r"ResourcePattern\(resourceType=(\w+), name=(.*), patternType=(\w+)\)")
+ACL_ENTRY = re.compile(r"\(principal=(.*), host=(.*), operation=(\w+), permissionType=(\w+)\)")
+
+
+def acl_rows(out):
+    """kafka-acls.sh --list output as `krabka acl list --format json` objects."""
+    rows, resource = [], None
+    for line in out.splitlines():
+        m = ACL_RESOURCE.search(line)
+        if m:
+            resource = m.groups()
+            continue
+        m = ACL_ENTRY.search(line)
+        if m and resource:
+            rows.append({
+                "resource_type": resource[0], "name": resource[1], "pattern_type": resource[2],
+                "principal": m.group(1), "host": m.group(2), "operation": m.group(3), "permission": m.group(4),
+            })
+    return sorted(rows, key=json.dumps)
+
+
+def krabka_acls(broker, *args):
+    out = subprocess.run(
+        [KRABKA_BIN, "acl", *args, "--bootstrap", broker.bootstrap, "--format", "json"],
+        check=True, capture_output=True, text=True, timeout=60).stdout
+    return sorted(json.loads(out), key=json.dumps)
+
+
+def test_kafka_acls_and_krabka_acl_agree(tmp_path):
+    """ACLs made by `krabka acl create` are what kafka-acls.sh --list shows,
+    those made by kafka-acls.sh --add are what `krabka acl list` shows, and
+    each tool removes what the other made. Krabka only: the reference
+    broker runs without an authorizer."""
+    broker = start_krabka(tmp_path / "acl-data", {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+    })
+    try:
+        krabka_acls(broker, "create", "--allow-principal", "User:alice", "--operation", "Read",
+                    "--operation", "Describe", "--topic", "orders")
+        tool(broker, "AclCommand", "--add", "--deny-principal", "User:mallory", "--deny-host", "10.0.0.7",
+             "--operation", "All", "--group", "billing-", "--resource-pattern-type", "prefixed")
+        _, out, _ = tool(broker, "AclCommand", "--list")
+        by_kafka = acl_rows(out)
+        assert by_kafka == krabka_acls(broker, "list"), out
+        assert len(by_kafka) == 3
+        assert {"resource_type": "GROUP", "name": "billing-", "pattern_type": "PREFIXED",
+                "principal": "User:mallory", "host": "10.0.0.7", "operation": "ALL",
+                "permission": "DENY"} in by_kafka
+
+        tool(broker, "AclCommand", "--remove", "--force", "--allow-principal", "User:alice",
+             "--operation", "Read", "--topic", "orders")
+        assert [r["operation"] for r in krabka_acls(broker, "list", "--topic", "orders")] == ["DESCRIBE"]
+        deleted = krabka_acls(broker, "delete", "--group", "billing-", "--resource-pattern-type", "prefixed")
+        assert [r["principal"] for r in deleted] == ["User:mallory"]
+        _, out, _ = tool(broker, "AclCommand", "--list")
+        assert acl_rows(out) == krabka_acls(broker, "list") and len(acl_rows(out)) == 1, out
+    finally:
+        broker.stop()

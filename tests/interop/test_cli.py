@@ -534,3 +534,281 @@ def test_json_log_format(broker_factory):
     parsed = [json.loads(l) for l in lines]
     started = [p for p in parsed if p.get("message") == "krabka broker started"]
     assert started and started[0]["level"] == "INFO" and "cluster_id" in started[0]
+
+
+# --- Security: --command-config, acl, user, and cluster info's leases -------
+
+from confluent_kafka import KafkaError, KafkaException  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+from security_helpers import SCRAM_PASSWORD, SecureBroker, generate_certs  # noqa: E402
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+@pytest.fixture(scope="module")
+def cli_certs(tmp_path_factory):
+    return generate_certs(
+        tmp_path_factory.mktemp("cli-certs"), "--client", "alice",
+        "--key-password", "key-pw", "--pkcs12-password", "store-pw",
+    )
+
+
+def properties(tmp_path, name, **settings):
+    """Writes a command-config file; keys use '_' for '.'."""
+    path = os.path.join(str(tmp_path), name + ".properties")
+    with open(path, "w") as f:
+        f.write("# written by test_cli.py\n")
+        for key, value in settings.items():
+            f.write("%s=%s\n" % (key.replace("_", "."), value))
+    return path
+
+
+def scram_config(tmp_path, certs, user, password, mechanism="SCRAM-SHA-256", jaas=True):
+    settings = {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": mechanism,
+        "ssl_truststore_type": "PEM",
+        "ssl_truststore_location": os.path.join(certs, "ca.pem"),
+    }
+    if jaas:
+        settings["sasl_jaas_config"] = (
+            'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="%s" password="%s";' % (user, password))
+    else:
+        settings["sasl_username"] = user
+        settings["sasl_password"] = password
+    return properties(tmp_path, "%s-%s" % (user, password), **settings)
+
+
+def secure_cli(secure, config, *args, check=True, stdin=None, fmt=None, listener="SASL_SSL"):
+    return cli(secure.broker, *args, "--command-config", config, check=check, stdin=stdin, fmt=fmt,
+               bootstrap=secure.bootstrap(listener), timeout=60)
+
+
+def read_as(secure, user, password, topic, group, count, mechanism="SCRAM-SHA-512", timeout=40):
+    """Subscribes as `user`; returns (values, error codes)."""
+    conf = secure.client("SASL_SSL", mechanism, user, password)
+    consumer = Consumer(dict(conf, **{
+        "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    }))
+    consumer.subscribe([topic])
+    values, errors = [], []
+    deadline = time.time() + timeout
+    try:
+        while len(values) < count and time.time() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                errors.append(msg.error().code())
+                if msg.error().code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                          KafkaError.GROUP_AUTHORIZATION_FAILED):
+                    break
+                continue
+            values.append(msg.value())
+    finally:
+        consumer.close()
+    return values, errors
+
+
+def test_scram_users_and_acls_over_sasl_ssl(broker_factory, cli_certs, tmp_path):
+    """Over a SASL_SSL listener with SCRAM and an authorizer: the admin's
+    --command-config (JAAS), users created by `user set-password` who then
+    log in with confluent-kafka, ACLs created/listed/deleted by `acl` and
+    enforced on real consumers, `user delete` ending a login, and the exit
+    codes of a wrong password and a bad config."""
+    secure = SecureBroker(broker_factory, cli_certs, tmp_path, {
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:admin",
+        "allow.everyone.if.no.acl.found": "false",
+    }).start()
+    admin_cfg = scram_config(tmp_path, cli_certs, "admin", SCRAM_PASSWORD["admin"])
+    topic = "cli-secure"
+    secure_cli(secure, admin_cfg, "topic", "create", topic, "--partitions", "1")
+
+    # Users: a password from --password, and one from stdin.
+    out = json.loads(secure_cli(secure, admin_cfg, "user", "set-password", "carol", "--password", "carol-pw",
+                                "--mechanism", "SCRAM-SHA-512", fmt="json").stdout)
+    assert out == {"user": "carol", "result": "set", "mechanisms": ["SCRAM-SHA-512"]}
+    secure_cli(secure, admin_cfg, "user", "set-password", "dave", "--iterations", "8192", stdin=b"dave-pw\n")
+    users = json.loads(secure_cli(secure, admin_cfg, "user", "list", fmt="json").stdout)
+    assert {"user": "carol", "mechanism": "SCRAM-SHA-512", "iterations": 4096} in users, users
+    assert {"user": "dave", "mechanism": "SCRAM-SHA-256", "iterations": 8192} in users, users
+    assert secure_cli(secure, admin_cfg, "user", "list", "nobody", check=False).returncode == 3
+
+    # carol may write once an ACL says so; she logs in with the password set above.
+    created = json.loads(secure_cli(
+        secure, admin_cfg, "acl", "create", "--allow-principal", "User:carol",
+        "--operation", "Write", "--operation", "Describe", "--topic", topic, fmt="json").stdout)
+    assert len(created) == 2
+    producer = Producer(dict(secure.client("SASL_SSL", "SCRAM-SHA-512", "carol", "carol-pw"),
+                             **{"linger.ms": 0, "message.timeout.ms": 20000}))
+    errors = []
+    for i in range(3):
+        producer.produce(topic, value=b"secret-%d" % i, on_delivery=lambda e, m: errors.append(e))
+    assert producer.flush(30) == 0
+    assert errors == [None, None, None], errors
+
+    # Reading: carol gets Read on the topic, both get the group; dave cannot read.
+    secure_cli(secure, admin_cfg, "acl", "create", "--allow-principal", "User:carol", "--operation", "Read",
+               "--topic", topic)
+    secure_cli(secure, admin_cfg, "acl", "create", "--allow-principal", "User:carol",
+               "--allow-principal", "User:dave", "--operation", "read", "--group", "readers-",
+               "--resource-pattern-type", "prefixed")
+    values, errs = read_as(secure, "carol", "carol-pw", topic, "readers-carol", 3)
+    assert values == [b"secret-0", b"secret-1", b"secret-2"], errs
+    values, errs = read_as(secure, "dave", "dave-pw", topic, "readers-dave", 1, mechanism="SCRAM-SHA-256",
+                           timeout=20)
+    assert values == [] and KafkaError.TOPIC_AUTHORIZATION_FAILED in errs, errs
+
+    listed = json.loads(secure_cli(secure, admin_cfg, "acl", "list", fmt="json").stdout)
+    expected = [
+        {"resource_type": "GROUP", "name": "readers-", "pattern_type": "PREFIXED", "principal": "User:carol",
+         "host": "*", "operation": "READ", "permission": "ALLOW"},
+        {"resource_type": "GROUP", "name": "readers-", "pattern_type": "PREFIXED", "principal": "User:dave",
+         "host": "*", "operation": "READ", "permission": "ALLOW"},
+    ] + [
+        {"resource_type": "TOPIC", "name": topic, "pattern_type": "LITERAL", "principal": "User:carol",
+         "host": "*", "operation": op, "permission": "ALLOW"} for op in ("DESCRIBE", "READ", "WRITE")
+    ]
+    assert sorted(listed, key=json.dumps) == sorted(expected, key=json.dumps), listed
+    only_topic = json.loads(secure_cli(secure, admin_cfg, "acl", "list", "--topic", topic, fmt="json").stdout)
+    assert len(only_topic) == 3
+    text = secure_cli(secure, admin_cfg, "acl", "list", "--group", "readers-x",
+                      "--resource-pattern-type", "match").stdout.decode()
+    assert text.count("User:") == 2 and "PREFIXED" in text, text
+
+    # Deleting carol's Read takes her reading away.
+    deleted = json.loads(secure_cli(secure, admin_cfg, "acl", "delete", "--allow-principal", "User:carol",
+                                    "--operation", "Read", "--topic", topic, fmt="json").stdout)
+    assert deleted == [dict(expected[3])], deleted
+    values, errs = read_as(secure, "carol", "carol-pw", topic, "readers-carol2", 1, timeout=20)
+    assert values == [] and KafkaError.TOPIC_AUTHORIZATION_FAILED in errs, errs
+
+    # A deleted user can no longer log in, with the CLI or confluent-kafka.
+    out = json.loads(secure_cli(secure, admin_cfg, "user", "delete", "carol", fmt="json").stdout)
+    assert out["mechanisms"] == ["SCRAM-SHA-512"]
+    carol_cfg = scram_config(tmp_path, cli_certs, "carol", "carol-pw", "SCRAM-SHA-512", jaas=False)
+    refused = secure_cli(secure, carol_cfg, "topic", "list", check=False)
+    assert refused.returncode == 1, refused.stderr
+    assert b"SASL_AUTHENTICATION_FAILED" in refused.stderr, refused.stderr
+    client = AdminClient(secure.client("SASL_SSL", "SCRAM-SHA-512", "carol", "carol-pw"))
+    with pytest.raises(KafkaException):
+        client.list_topics(timeout=10)
+    assert secure_cli(secure, admin_cfg, "user", "delete", "carol", "--mechanism", "SCRAM-SHA-512",
+                      check=False).returncode == 3
+
+    # A wrong password: the broker-error exit code and the broker's reason.
+    wrong = scram_config(tmp_path, cli_certs, "admin", "not-the-password")
+    result = secure_cli(secure, wrong, "topic", "list", check=False)
+    assert result.returncode == 1, result.stderr
+    assert b"SASL_AUTHENTICATION_FAILED" in result.stderr, result.stderr
+    # PLAIN over SASL_PLAINTEXT, with the JAAS login module.
+    plain = properties(
+        tmp_path, "plain", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+        sasl_jaas_config='org.apache.kafka.common.security.plain.PlainLoginModule required '
+                         'username="admin" password="admin-secret";')
+    listed = json.loads(secure_cli(secure, plain, "topic", "list", fmt="json", listener="SASL_PLAINTEXT").stdout)
+    assert topic in json.dumps(listed), listed
+    # An unknown property is a usage error that names it.
+    bad = properties(tmp_path, "bad", security_protocol="SSL", ssl_keystore_password="x")
+    result = secure_cli(secure, bad, "topic", "list", check=False, listener="SSL")
+    assert result.returncode == 2 and b"ssl.keystore.password" in result.stderr, result.stderr
+
+
+def test_mtls_client_certificate_through_command_config(broker_factory, cli_certs, tmp_path):
+    """A client certificate from --command-config, as Kafka's PEM keystore
+    and as librdkafka's certificate/key pair: `krabka produce` over the
+    mTLS listener stores what confluent-kafka then reads over PLAINTEXT;
+    without a certificate the handshake is refused."""
+    secure = SecureBroker(broker_factory, cli_certs, tmp_path).start()
+    keystore = os.path.join(str(tmp_path), "alice-keystore.pem")
+    with open(keystore, "w") as f:
+        f.write(open(os.path.join(cli_certs, "alice.key")).read())
+        f.write(open(os.path.join(cli_certs, "alice.pem")).read())
+    kafka_style = properties(
+        tmp_path, "mtls-kafka", security_protocol="SSL",
+        ssl_truststore_type="PEM", ssl_truststore_location=os.path.join(cli_certs, "ca.pem"),
+        ssl_keystore_type="PEM", ssl_keystore_location=keystore)
+    rdkafka_style = properties(
+        tmp_path, "mtls-rdkafka", security_protocol="SSL",
+        ssl_ca_location=os.path.join(cli_certs, "ca.pem"),
+        ssl_certificate_location=os.path.join(cli_certs, "alice.pem"),
+        ssl_key_location=os.path.join(cli_certs, "alice.key"))
+    with open(rdkafka_style, "a") as f:
+        f.write("ssl.endpoint.identification.algorithm=\n")
+    topic = "cli-mtls"
+    secure_cli(secure, kafka_style, "topic", "create", topic, "--partitions", "1", listener="MTLS")
+    secure_cli(secure, kafka_style, "produce", topic, stdin=b"one\ntwo\n", listener="MTLS")
+    secure_cli(secure, rdkafka_style, "produce", topic, stdin=b"three\n", listener="MTLS")
+    got = consume_confluent(secure.broker.bootstrap, topic, 3)
+    assert [m.value() for m in got] == [b"one", b"two", b"three"]
+
+    no_cert = properties(tmp_path, "tls-only", security_protocol="SSL",
+                         ssl_ca_location=os.path.join(cli_certs, "ca.pem"))
+    assert secure_cli(secure, no_cert, "topic", "list", listener="SSL").returncode == 0
+    refused = secure_cli(secure, no_cert, "topic", "list", check=False, listener="MTLS")
+    assert refused.returncode == 4, refused.stderr
+    # A CA that did not sign the broker's certificate fails the handshake too.
+    other_ca = generate_certs(tmp_path / "other-ca")
+    untrusted = properties(tmp_path, "untrusted", security_protocol="SSL",
+                           ssl_ca_location=os.path.join(other_ca, "ca.pem"))
+    result = secure_cli(secure, untrusted, "topic", "list", check=False, listener="SSL")
+    assert result.returncode != 0 and b"TLS handshake failed" in result.stderr, result.stderr
+
+
+def test_cluster_info_reads_leases_from_the_database(cluster_db, cluster_factory):
+    """In cluster mode `cluster info --database-url` adds both brokers'
+    leases and the coordinator shard owners from PostgreSQL; without it the
+    output says they are not shown and why."""
+    brokers = [cluster_factory(cluster_db, node) for node in (1, 2)]
+
+    def registered():
+        info = json.loads(subprocess.run(
+            [KRABKA_BIN, "cluster", "info", "--bootstrap", brokers[0].bootstrap, "--format", "json",
+             "--database-url", cluster_db],
+            check=True, capture_output=True, timeout=60).stdout)
+        live = [b["id"] for b in info["cluster_database"]["brokers"] if b["live"]]
+        return info if sorted(live) == [1, 2] and len(info["brokers"]) == 2 else None
+
+    info = wait_for(registered, timeout=60, interval=0.5, what="both brokers' leases in the database")
+    db = info["cluster_database"]
+    assert db["read"] is True and db["cluster_id"] == info["cluster_id"]
+    for b, broker in zip(sorted(db["brokers"], key=lambda b: b["id"]), brokers):
+        assert b["lease_remaining_ms"] > 0 and b["epoch"] >= 1, b
+        assert "127.0.0.1:%d" % broker.port in b["listeners"], b
+    controller = [s for s in db["shards"] if s["kind"] == "controller"]
+    assert len(controller) == 1 and controller[0]["owner"] in (1, 2), db["shards"]
+    assert controller[0]["owner"] == info["controller"]
+
+    env = {k: v for k, v in os.environ.items() if k != "KRABKA_DATABASE_URL"}
+    text = subprocess.run(
+        [KRABKA_BIN, "cluster", "info", "--bootstrap", brokers[1].bootstrap], env=dict(env, KRABKA_DATABASE_URL=cluster_db),
+        check=True, capture_output=True, text=True, timeout=60).stdout
+    assert "shard leases:" in text and text.count(" live ") == 2, text
+    plain = subprocess.run(
+        [KRABKA_BIN, "cluster", "info", "--bootstrap", brokers[1].bootstrap, "--format", "json"], env=env,
+        check=True, capture_output=True, timeout=60).stdout
+    assert json.loads(plain)["cluster_database"]["read"] is False
+    text = subprocess.run(
+        [KRABKA_BIN, "cluster", "info", "--bootstrap", brokers[1].bootstrap], env=env,
+        check=True, capture_output=True, text=True, timeout=60).stdout
+    assert "Leases and shard owners: not shown" in text and "--database-url" in text, text
+
+
+def test_hostname_check_follows_endpoint_identification(broker_factory, tmp_path):
+    """A broker certificate that names another host: refused by default
+    (`ssl.endpoint.identification.algorithm=https`), accepted with the
+    algorithm empty, while the chain is still checked."""
+    certs = generate_certs(tmp_path / "misnamed", "--san", "broker.example",
+                           "--key-password", "key-pw", "--pkcs12-password", "store-pw")
+    secure = SecureBroker(broker_factory, certs, tmp_path).start()
+    ca = os.path.join(certs, "ca.pem")
+    checked = properties(tmp_path, "checked", security_protocol="SSL", ssl_ca_location=ca)
+    result = secure_cli(secure, checked, "topic", "list", check=False, listener="SSL")
+    assert result.returncode == 4, result.stderr
+    assert b"TLS handshake failed" in result.stderr and b"not valid for name" in result.stderr, result.stderr
+    unchecked = properties(tmp_path, "unchecked", security_protocol="SSL", ssl_ca_location=ca,
+                           ssl_endpoint_identification_algorithm="")
+    assert secure_cli(secure, unchecked, "topic", "list", listener="SSL").returncode == 0

@@ -86,6 +86,10 @@ enum Command {
     Tier(cli::tier::TierArgs),
     /// List and describe transactions and active producers.
     Txn(cli::txn::TxnArgs),
+    /// List, create and delete ACLs (the options of kafka-acls.sh).
+    Acl(cli::acl::AclArgs),
+    /// List SCRAM users, set their passwords, delete them.
+    User(cli::user::UserArgs),
     /// Certificates for TLS listeners.
     Tls {
         #[command(subcommand)]
@@ -138,6 +142,9 @@ enum RemoteMetadataCommand {
         /// Seconds to wait for the cluster and the metadata.
         #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         timeout_secs: u64,
+        /// Client security settings (Kafka's `security.protocol`, `sasl.*`, `ssl.*`).
+        #[arg(long, value_name = "FILE", env = "KRABKA_COMMAND_CONFIG")]
+        command_config: Option<PathBuf>,
     },
     /// Print the newest WORM chain head of each partition, as published in
     /// `__remote_log_metadata`: one JSON record per line, the file
@@ -152,6 +159,9 @@ enum RemoteMetadataCommand {
         /// Seconds to wait for the cluster and the metadata.
         #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         timeout_secs: u64,
+        /// Client security settings (Kafka's `security.protocol`, `sasl.*`, `ssl.*`).
+        #[arg(long, value_name = "FILE", env = "KRABKA_COMMAND_CONFIG")]
+        command_config: Option<PathBuf>,
     },
 }
 
@@ -290,30 +300,48 @@ fn main() -> ExitCode {
         Command::LogDirs(args) => cli::run(cli::cluster::log_dirs(args)),
         Command::Tier(args) => cli::run(cli::tier::run(args)),
         Command::Txn(args) => cli::run(cli::txn::run(args)),
+        Command::Acl(args) => cli::run(cli::acl::run(args)),
+        Command::User(args) => cli::run(cli::user::run(args)),
         Command::RemoteMetadata {
             command:
                 RemoteMetadataCommand::Dump {
                     bootstrap,
                     topic,
                     timeout_secs,
+                    command_config,
                 },
-        } => remote_metadata_dump(cli::remote_metadata::DumpRequest {
-            bootstrap,
-            topic,
-            timeout: std::time::Duration::from_secs(timeout_secs),
-        }),
+        } => match cli::command_config::ClientSecurity::from_option(command_config.as_deref()) {
+            Ok(security) => remote_metadata_dump(cli::remote_metadata::DumpRequest {
+                bootstrap,
+                topic,
+                security,
+                timeout: std::time::Duration::from_secs(timeout_secs),
+            }),
+            Err(e) => {
+                eprintln!("krabka: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        },
         Command::RemoteMetadata {
             command:
                 RemoteMetadataCommand::WormHeads {
                     bootstrap,
                     topic,
                     timeout_secs,
+                    command_config,
                 },
-        } => worm_heads(cli::worm_heads::HeadsRequest {
-            bootstrap,
-            topic,
-            timeout: std::time::Duration::from_secs(timeout_secs),
-        }),
+        } => match cli::command_config::ClientSecurity::from_option(command_config.as_deref()) {
+            Ok(security) => worm_heads(cli::worm_heads::HeadsRequest {
+                bootstrap,
+                topic,
+                security,
+                timeout: std::time::Duration::from_secs(timeout_secs),
+            }),
+            Err(e) => {
+                eprintln!("krabka: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        },
         Command::Recover {
             config,
             overrides,

@@ -9,8 +9,11 @@
 //! requests may be in flight; callers bound that themselves (the producer
 //! keeps `max.in.flight.requests.per.connection`).
 //!
-//! On connect the client sends `ApiVersions` and keeps, per API, the highest
-//! version both sides speak. A broken connection fails every pending request
+//! On connect the client runs the TLS handshake when [`ConnectionConfig::tls`]
+//! is set, sends `ApiVersions` and keeps, per API, the highest version both
+//! sides speak, then authenticates when [`ConnectionConfig::sasl`] is set.
+//! The reader and writer tasks are generic over the stream halves, so a
+//! plaintext connection keeps tokio's lock-free TCP halves. A broken connection fails every pending request
 //! and every later one; the [`crate::Client`] opens a new connection on demand.
 
 use {
@@ -18,6 +21,8 @@ use {
         ClientError,
         counts::RequestCounts,
         frame::{self, SIZE_PREFIX},
+        sasl::{self, SaslConfig},
+        tls::TlsConfig,
         versions::{ApiVersionTable, client_range},
     },
     bytes::{Bytes, BytesMut},
@@ -35,11 +40,8 @@ use {
         time::Duration,
     },
     tokio::{
-        io::{AsyncReadExt, AsyncWriteExt, BufWriter},
-        net::{
-            TcpStream,
-            tcp::{OwnedReadHalf, OwnedWriteHalf},
-        },
+        io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter},
+        net::TcpStream,
         sync::{mpsc, oneshot},
         task::JoinHandle,
     },
@@ -56,6 +58,10 @@ pub struct ConnectionConfig {
     pub request_timeout: Duration,
     /// The largest response frame accepted (bytes); a larger one closes the connection.
     pub max_response_size: usize,
+    /// TLS to the broker (`security.protocol` SSL or SASL_SSL); `None` for plain TCP.
+    pub tls: Option<TlsConfig>,
+    /// SASL authentication (`security.protocol` SASL_PLAINTEXT or SASL_SSL).
+    pub sasl: Option<SaslConfig>,
 }
 
 impl Default for ConnectionConfig {
@@ -65,6 +71,8 @@ impl Default for ConnectionConfig {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_response_size: 512 * 1024 * 1024,
+            tls: None,
+            sasl: None,
         }
     }
 }
@@ -166,21 +174,27 @@ impl Connection {
         stream
             .set_nodelay(true)
             .map_err(|e| connection_error(e.to_string()))?;
-        let (read, write) = stream.into_split();
         let in_flight = Arc::new(Mutex::new(InFlight::default()));
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_loop(
-            write,
-            outgoing_rx,
-            Arc::clone(&in_flight),
-            addr.to_owned(),
-        ));
-        let reader = tokio::spawn(read_loop(
-            read,
-            Arc::clone(&in_flight),
-            addr.to_owned(),
-            config.max_response_size,
-        ));
+        let tasks = match &config.tls {
+            None => {
+                let (read, write) = stream.into_split();
+                spawn_io(read, write, outgoing_rx, &in_flight, addr, config)
+            }
+            Some(tls) => {
+                let stream =
+                    tokio::time::timeout(config.connect_timeout, tls.connect(addr, stream))
+                        .await
+                        .map_err(|_| {
+                            connection_error(format!(
+                                "TLS handshake timed out after {:?}",
+                                config.connect_timeout
+                            ))
+                        })??;
+                let (read, write) = tokio::io::split(stream);
+                spawn_io(read, write, outgoing_rx, &in_flight, addr, config)
+            }
+        };
         let mut connection = Self {
             addr: addr.to_owned(),
             client_id: StrBytes::from_string(config.client_id.clone()),
@@ -189,10 +203,13 @@ impl Connection {
             next_correlation_id: AtomicI32::new(0),
             outgoing,
             in_flight,
-            tasks: [writer, reader],
+            tasks,
             counts,
         };
         connection.versions = connection.negotiate_versions().await?;
+        if let Some(sasl) = &config.sasl {
+            sasl::authenticate(&connection, sasl).await?;
+        }
         Ok(connection)
     }
 
@@ -428,6 +445,34 @@ impl Connection {
     }
 }
 
+/// Starts the writer and reader tasks of a connection over `read` and `write`.
+fn spawn_io<R, W>(
+    read: R,
+    write: W,
+    outgoing: mpsc::UnboundedReceiver<Outgoing>,
+    in_flight: &Arc<Mutex<InFlight>>,
+    addr: &str,
+    config: &ConnectionConfig,
+) -> [JoinHandle<()>; 2]
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let writer = tokio::spawn(write_loop(
+        write,
+        outgoing,
+        Arc::clone(in_flight),
+        addr.to_owned(),
+    ));
+    let reader = tokio::spawn(read_loop(
+        read,
+        Arc::clone(in_flight),
+        addr.to_owned(),
+        config.max_response_size,
+    ));
+    [writer, reader]
+}
+
 fn api_key<R: Request>() -> Result<ApiKey, ClientError> {
     ApiKey::try_from(R::KEY)
         .map_err(|()| ClientError::Protocol(format!("unknown API key {}", R::KEY)))
@@ -443,8 +488,8 @@ enum FrameError {
 }
 
 /// Reads one frame (without its size prefix) through `buf`.
-async fn read_frame(
-    read: &mut OwnedReadHalf,
+async fn read_frame<R: AsyncRead + Unpin>(
+    read: &mut R,
     buf: &mut BytesMut,
     max_size: usize,
 ) -> Result<Bytes, FrameError> {
@@ -459,7 +504,11 @@ async fn read_frame(
 }
 
 /// Reads until `buf` holds at least `want` bytes.
-async fn fill(read: &mut OwnedReadHalf, buf: &mut BytesMut, want: usize) -> Result<(), FrameError> {
+async fn fill<R: AsyncRead + Unpin>(
+    read: &mut R,
+    buf: &mut BytesMut,
+    want: usize,
+) -> Result<(), FrameError> {
     if buf.len() < want {
         // Room for the rest of this frame and a little of the next.
         buf.reserve(want - buf.len() + 16 * 1024);
@@ -475,8 +524,8 @@ async fn fill(read: &mut OwnedReadHalf, buf: &mut BytesMut, want: usize) -> Resu
 
 /// Writes queued frames; gathers whatever is queued into one flush so small
 /// pipelined requests share syscalls.
-async fn write_loop(
-    write: OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    write: W,
     mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
     in_flight: Arc<Mutex<InFlight>>,
     addr: String,
@@ -535,8 +584,8 @@ async fn write_loop(
 /// Reads go into one growing buffer, never zero-filled: small responses
 /// share a read, and a large one is read straight into a buffer reserved
 /// for the whole frame, which becomes the response `Bytes` without a copy.
-async fn read_loop(
-    mut read: OwnedReadHalf,
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut read: R,
     in_flight: Arc<Mutex<InFlight>>,
     addr: String,
     max_size: usize,

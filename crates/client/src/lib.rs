@@ -8,7 +8,9 @@
 //! handling (framing, pipelining, version negotiation), cluster metadata, and
 //! the producer and consumer logic on top.
 //!
-//! - [`Connection`]: one pipelined TCP connection with negotiated API versions.
+//! - [`Connection`]: one pipelined TCP connection with negotiated API
+//!   versions, optionally over TLS ([`TlsConfig`]) and authenticated with
+//!   SASL PLAIN or SCRAM ([`SaslConfig`]).
 //! - [`Client`]: bootstrap, metadata, per-broker connections, admin calls
 //!   (create/delete topics, add partitions, list offsets, describe and
 //!   alter configs, describe the cluster and its log dirs, list, describe
@@ -67,8 +69,11 @@ mod metadata;
 pub mod partitioner;
 pub mod producer;
 pub mod records;
+pub mod sasl;
+pub mod scram;
 #[cfg(test)]
 mod test_peer;
+pub mod tls;
 mod txn;
 pub mod versions;
 
@@ -101,5 +106,8 @@ pub use {
     metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo},
     producer::{Acks, DeliveryFuture, ProduceOutcome, Producer, ProducerConfig, RecordMetadata},
     records::{AbortedTransaction, BatchProducer, ConsumerRecord, IsolationLevel, ProducerRecord},
+    sasl::{SaslConfig, SaslMechanism},
+    scram::ScramMechanism,
+    tls::{TlsConfig, TlsOptions},
     txn::{CoordinatorType, ProducerIdAndEpoch, TransactionDescription, TransactionalProducer},
 };

@@ -1,4 +1,7 @@
-//! `krabka cluster info` (brokers, controller, cluster id) and
+//! `krabka cluster info` (brokers, controller, cluster id, and in cluster
+//! mode the broker leases and coordinator shard owners, which are not in the
+//! Kafka protocol: they are read from the cluster database when
+//! `--database-url` is given) and
 //! `krabka log-dirs` (each broker's log directories and the replicas in
 //! them, from DescribeLogDirs).
 
@@ -19,8 +22,14 @@ pub struct ClusterArgs {
 
 #[derive(Debug, Subcommand)]
 enum ClusterCommand {
-    /// The cluster id, the controller and every broker.
-    Info,
+    /// The cluster id, the controller and every broker; with
+    /// `--database-url`, also the cluster-mode leases and shard owners.
+    Info {
+        /// The cluster database (`postgresql://...`), to show broker leases
+        /// and coordinator shard owners of a cluster-mode deployment.
+        #[arg(long, value_name = "URL", env = "KRABKA_DATABASE_URL")]
+        database_url: Option<String>,
+    },
     /// Cluster mode: brokers, leases and coordinator shard owners, read
     /// from the cluster database (works while every broker is down).
     Status {
@@ -45,7 +54,7 @@ impl ClusterArgs {
     ) -> Result<(Option<std::path::PathBuf>, Vec<String>), Box<Self>> {
         match self.command {
             ClusterCommand::Status { config, overrides } => Ok((config, overrides)),
-            ClusterCommand::Info => Err(Box::new(self)),
+            ClusterCommand::Info { .. } => Err(Box::new(self)),
         }
     }
 }
@@ -70,8 +79,12 @@ pub async fn run(args: ClusterArgs) -> Result<(), CliError> {
         ClusterCommand::Status { .. } => Err(CliError::Usage(
             "krabka cluster status reads the cluster database, not a broker".to_owned(),
         )),
-        ClusterCommand::Info => {
+        ClusterCommand::Info { database_url } => {
             let d = client.describe_cluster().await?;
+            let leases = match database_url {
+                Some(url) => Some(read_leases(&url, common.timeout()).await?),
+                None => None,
+            };
             let topics = client.refresh_metadata(&[]).await?.topics.len();
             let brokers: Vec<BrokerView> = d
                 .brokers
@@ -89,6 +102,10 @@ pub async fn run(args: ClusterArgs) -> Result<(), CliError> {
                     "controller": d.controller.map(|c| c.0),
                     "brokers": brokers,
                     "topics": topics,
+                    "cluster_database": leases.as_ref().map_or_else(
+                        || serde_json::json!({"read": false, "reason": NO_DATABASE}),
+                        leases_json,
+                    ),
                 })),
                 Format::Text => {
                     println!("Cluster id: {}", d.cluster_id.as_deref().unwrap_or("-"));
@@ -112,11 +129,65 @@ pub async fn run(args: ClusterArgs) -> Result<(), CliError> {
                             },
                         ]);
                     }
-                    table.print()
+                    table.print()?;
+                    println!();
+                    match &leases {
+                        Some(status) => print!("{}", super::cluster_status::render(status)),
+                        None => println!("Leases and shard owners: not shown ({NO_DATABASE})."),
+                    }
+                    Ok(())
                 }
             }
         }
     }
+}
+
+/// Why `cluster info` shows no leases.
+const NO_DATABASE: &str = "they live in the cluster database, not in the Kafka protocol; \
+     pass --database-url or set KRABKA_DATABASE_URL to read them";
+
+async fn read_leases(
+    url: &str,
+    timeout: std::time::Duration,
+) -> Result<super::cluster_status::Status, CliError> {
+    let mut config = krabka_cluster::DatabaseConfig::new(url);
+    config.pool_size = 1;
+    config.connect_timeout = timeout.min(std::time::Duration::from_secs(10));
+    match tokio::time::timeout(timeout, super::cluster_status::status(&config)).await {
+        Ok(Ok(status)) => Ok(status),
+        Ok(Err(e)) => Err(CliError::Unreachable(format!(
+            "cannot read the cluster database: {e}"
+        ))),
+        Err(_) => Err(CliError::Unreachable(format!(
+            "the cluster database did not answer within {} s",
+            timeout.as_secs()
+        ))),
+    }
+}
+
+fn leases_json(status: &super::cluster_status::Status) -> serde_json::Value {
+    serde_json::json!({
+        "read": true,
+        "cluster_id": status.cluster_id,
+        "metadata_version": status.metadata_version,
+        "brokers": status.brokers.iter().map(|b| serde_json::json!({
+            "id": b.node.0,
+            "live": b.live,
+            "epoch": b.epoch.0,
+            "lease_remaining_ms": b.remaining_ms,
+            "rack": b.rack,
+            "listeners": b.listeners,
+        })).collect::<Vec<_>>(),
+        "shards": status.shards.iter().map(|s| serde_json::json!({
+            "kind": s.shard.kind.as_str(),
+            "partition": s.shard.partition,
+            "owner": s.owner.filter(|_| s.live).map(|o| o.0),
+            "last_owner": s.owner.map(|o| o.0),
+            "epoch": s.epoch.0,
+            "live": s.live,
+            "lease_remaining_ms": s.remaining_ms,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// `krabka log-dirs`.

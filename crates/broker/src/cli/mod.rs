@@ -7,12 +7,14 @@
 //! Kafka-compatible cluster, not only Krabka.
 //!
 //! What they share is here: the connection options ([`Common`]: bootstrap,
-//! output format, timeout), the error type whose variants are the exit
+//! output format, timeout, the `--command-config` security settings), the error type whose variants are the exit
 //! codes ([`CliError`], documented in `docs/CLI.md`), text tables, and the
 //! progress bar shown on a terminal only.
 
+pub mod acl;
 pub mod cluster;
 pub mod cluster_status;
+pub mod command_config;
 pub mod configs;
 pub mod consume;
 pub mod group;
@@ -22,6 +24,7 @@ pub mod tier;
 pub mod timefmt;
 pub mod topic;
 pub mod txn;
+pub mod user;
 pub mod worm_heads;
 
 use {
@@ -127,6 +130,15 @@ pub struct Common {
     /// Seconds to wait for the cluster and for each request.
     #[arg(long, value_name = "SECONDS", default_value_t = 30, global = true)]
     pub timeout: u64,
+    /// A properties file with Kafka's client security settings
+    /// (`security.protocol`, `sasl.*`, `ssl.*`), as the Kafka tools take it.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KRABKA_COMMAND_CONFIG",
+        global = true
+    )]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 impl Common {
@@ -136,14 +148,26 @@ impl Common {
         Duration::from_secs(self.timeout.max(1))
     }
 
+    /// The TLS and SASL settings of `--command-config` (none without it).
+    ///
+    /// # Errors
+    ///
+    /// [`CliError::Usage`] for a bad file.
+    pub fn security(&self) -> Result<command_config::ClientSecurity, CliError> {
+        command_config::ClientSecurity::from_option(self.command_config.as_deref())
+    }
+
     /// Connects to the cluster.
     ///
     /// # Errors
     ///
-    /// [`CliError::Unreachable`] when no bootstrap broker answers in time.
+    /// [`CliError::Usage`] for a bad `--command-config`,
+    /// [`CliError::Unreachable`] when no bootstrap broker answers in time,
+    /// [`CliError::Failed`] when the broker refuses the credentials.
     pub async fn connect(&self) -> Result<Client, CliError> {
         let mut config = ClientConfig::default();
         config.connection.client_id = "krabka-cli".to_owned();
+        self.security()?.apply(&mut config.connection);
         config.connection.request_timeout = self.timeout();
         config.connection.connect_timeout = self.timeout().min(Duration::from_secs(10));
         let servers: Vec<&str> = self
@@ -154,6 +178,11 @@ impl Common {
             .collect();
         match tokio::time::timeout(self.timeout(), Client::connect(&servers, config)).await {
             Ok(Ok(client)) => Ok(client),
+            // Refused credentials are the broker's answer, not an unreachable cluster.
+            Ok(Err(e @ ClientError::Broker { .. })) => Err(CliError::Failed(format!(
+                "cannot log in to the cluster at {}: {e}",
+                self.bootstrap
+            ))),
             Ok(Err(e)) => Err(CliError::Unreachable(format!(
                 "cannot reach the cluster at {}: {e}",
                 self.bootstrap

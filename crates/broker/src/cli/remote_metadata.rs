@@ -37,6 +37,8 @@ pub struct DumpRequest {
     pub bootstrap: String,
     /// Only partitions of this topic; every topic when `None`.
     pub topic: Option<String>,
+    /// TLS and SASL of the connections (`--command-config`).
+    pub security: super::command_config::ClientSecurity,
     /// How long to wait for the metadata to be read.
     pub timeout: Duration,
 }
@@ -108,6 +110,7 @@ pub async fn discover_partitions(
 pub async fn dump(request: &DumpRequest) -> Result<RlmmCacheDump, DumpError> {
     let mut config = KafkaMetadataEventLogConfig::new(vec![request.bootstrap.clone()]);
     config.delivery_timeout = request.timeout;
+    request.security.apply(&mut config.client.connection);
     let log = Arc::new(
         tokio::time::timeout(request.timeout, KafkaMetadataEventLog::connect(config))
             .await

@@ -174,6 +174,7 @@ pub async fn run(args: TierArgs) -> Result<(), CliError> {
             } else {
                 None
             },
+            security: common.security()?,
             timeout: common.timeout(),
         };
         Some(dump(&request).await.map_err(|e| match e {

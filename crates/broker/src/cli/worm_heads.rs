@@ -20,6 +20,8 @@ pub struct HeadsRequest {
     pub bootstrap: String,
     /// Only partitions of this topic; every topic when `None`.
     pub topic: Option<String>,
+    /// TLS and SASL of the connections (`--command-config`).
+    pub security: super::command_config::ClientSecurity,
     /// How long to wait for the cluster and the reads.
     pub timeout: Duration,
 }
@@ -33,6 +35,7 @@ pub struct HeadsRequest {
 pub async fn heads(request: &HeadsRequest) -> Result<Vec<WormChainRecord>, String> {
     let mut config = KafkaMetadataEventLogConfig::new(vec![request.bootstrap.clone()]);
     config.delivery_timeout = request.timeout;
+    request.security.apply(&mut config.client.connection);
     let log = tokio::time::timeout(request.timeout, KafkaMetadataEventLog::connect(config))
         .await
         .map_err(|_| {
