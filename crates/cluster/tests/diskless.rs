@@ -8,12 +8,13 @@ use {
     assert2::check,
     krabka_cluster::{Cluster, DatabaseConfig},
     krabka_remote_storage::diskless::{
-        BatchCoordinator, DisklessPartition, FindBatches, ObjectCommit, ProducerBatch,
+        BatchCoordinator, DeleteRecords, DisklessPartition, FindBatches, FoundBatch, LogInfo,
+        ObjectCommit, ObjectKey, ProducerBatch, RetentionPolicy,
         conformance::{commit_of, run_all},
     },
     krabka_test_support::TestDatabase,
     std::{
-        collections::BTreeMap,
+        collections::{BTreeMap, BTreeSet},
         sync::{Arc, Mutex},
     },
 };
@@ -183,4 +184,141 @@ async fn a_retry_through_another_broker_at_the_same_time_is_committed_once() {
     check!(info.high_watermark == expected_base);
     // Each round left one object holding only a duplicate: dead at once.
     check!(brokers[0].objects_to_delete(i64::MAX).await.unwrap().len() == 20);
+}
+
+/// Every batch from the log start of `p`, read through `c`.
+async fn live_batches(
+    c: &Arc<dyn BatchCoordinator>,
+    p: DisklessPartition,
+) -> (LogInfo, Vec<FoundBatch>) {
+    let info = c.log_info(&[p]).await.unwrap().remove(0).unwrap();
+    let mut found = Vec::new();
+    let mut offset = info.log_start_offset;
+    while offset < info.high_watermark {
+        let answer = c
+            .find_batches(&[FindBatches {
+                partition: p,
+                offset,
+                max_bytes: u32::MAX,
+            }])
+            .await
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        let last = answer.batches.last().expect("batches up to the watermark");
+        offset = last.last_offset + 1;
+        found.extend(answer.batches);
+    }
+    (info, found)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_deletions_and_retention_through_two_brokers_at_once_stay_consistent() {
+    let Some((db, cluster)) = support::cluster().await else {
+        return;
+    };
+    let brokers = [
+        Arc::new(cluster.batch_coordinator()) as Arc<dyn BatchCoordinator>,
+        broker(&db).await,
+    ];
+    let topic = uuid::Uuid::new_v4();
+    let partitions: Vec<_> = (0..4).map(|i| DisklessPartition::new(topic, i)).collect();
+    brokers[1].create_partitions(&partitions).await.unwrap();
+
+    // Writers commit objects spanning every partition while each broker
+    // also deletes records and applies retention over the partitions in
+    // an order of its own: objects shared by partitions lose batches to
+    // both brokers at once, which must neither deadlock nor miscount.
+    let mut tasks = Vec::new();
+    for (b, c) in brokers.iter().enumerate() {
+        for w in 0..3 {
+            let (c, mut order) = (Arc::clone(c), partitions.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut keys = Vec::new();
+                for o in 0..15 {
+                    order.rotate_left(1 + (b + w + o) % 3);
+                    let batches: Vec<_> = order.iter().map(|p| (*p, 1)).collect();
+                    let commit = commit_of(&format!("b{b}-w{w}-o{o}"), &batches);
+                    let answers = c.commit_object(&commit).await.expect("commit");
+                    check!(answers.iter().all(Result::is_ok));
+                    keys.push(commit.key);
+                }
+                keys
+            }));
+        }
+        let (c, mut order) = (Arc::clone(c), partitions.clone());
+        if b == 1 {
+            order.reverse();
+        }
+        tasks.push(tokio::spawn(async move {
+            for round in 0..15 {
+                let infos = c.log_info(&order).await.expect("log info");
+                let deletes: Vec<_> = order
+                    .iter()
+                    .zip(infos)
+                    .map(|(p, info)| DeleteRecords {
+                        partition: *p,
+                        offset: info.unwrap().high_watermark / 2,
+                    })
+                    .collect();
+                c.delete_records(&deletes).await.expect("delete records");
+                let policies: Vec<_> = order
+                    .iter()
+                    .map(|p| RetentionPolicy {
+                        partition: *p,
+                        retention_ms: -1,
+                        retention_bytes: 100 * (10 + round),
+                    })
+                    .collect();
+                c.enforce_retention(&policies, 0).await.expect("retention");
+            }
+            Vec::new()
+        }));
+    }
+    let mut committed = BTreeSet::new();
+    for task in tasks {
+        committed.extend(task.await.expect("task"));
+    }
+    check!(committed.len() == 2 * 3 * 15);
+
+    // Sizes agree with the batches left, and an object is offered for
+    // deletion exactly when none of its batches is left.
+    let mut live = BTreeSet::new();
+    for p in &partitions {
+        let (info, batches) = live_batches(&brokers[0], *p).await;
+        let bytes: u64 = batches.iter().map(|b| u64::from(b.size)).sum();
+        check!(info.byte_size == bytes, "partition {p}");
+        check!(info.high_watermark == 90);
+        live.extend(batches.into_iter().map(|b| b.object));
+    }
+    let dead: BTreeSet<ObjectKey> = brokers[1]
+        .objects_to_delete(i64::MAX)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let expected: BTreeSet<ObjectKey> = committed.difference(&live).cloned().collect();
+    check!(!dead.is_empty() && !live.is_empty());
+    check!(dead == expected);
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_an_error_not_a_panic() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut config = DatabaseConfig::new(format!("postgresql://postgres@127.0.0.1:{port}/none"));
+    config.connect_timeout = std::time::Duration::from_millis(500);
+    let coordinator =
+        krabka_cluster::PgBatchCoordinator::new(krabka_cluster::Database::new(&config).unwrap());
+    let p = DisklessPartition::new(uuid::Uuid::new_v4(), 0);
+    let commit = commit_of("down", &[(p, 1)]);
+    let e = coordinator.commit_object(&commit).await.unwrap_err();
+    check!(matches!(
+        e,
+        krabka_remote_storage::RemoteStorageError::Backend { .. }
+    ));
+    check!(e.to_string().contains("cannot reach the cluster database"));
+    check!(coordinator.log_info(&[p]).await.is_err());
 }
