@@ -55,6 +55,10 @@ const MAX_ATTEMPTS: u32 = 5;
 /// Most batches one [`FindBatches`] answers (the fetch asks again from
 /// where it got to).
 const MAX_FOUND_BATCHES: i64 = 1000;
+/// The smallest a v2 record batch can be (its header, Kafka's
+/// `RECORD_BATCH_OVERHEAD`): a budget of `b` bytes holds at most `b / 61`
+/// batches after the first, so no more rows than that are read.
+const MIN_BATCH_BYTES: i64 = 61;
 /// Most batches one retention pass removes from a partition (the next pass
 /// goes on), so a pass reads a bounded part of the partition.
 const MAX_RETENTION_BATCHES: i64 = 10_000;
@@ -698,14 +702,15 @@ impl BatchCoordinator for PgBatchCoordinator {
                     .prepare_cached(
                         "SELECT r.i, o.object_key, b.position, b.size, b.base_offset,
                                 b.last_offset, b.max_timestamp
-                         FROM unnest($1::int8[], $2::uuid[], $3::int4[], $4::int8[], $5::int8[])
-                              AS r(i, topic_id, partition, fetch_offset, max_bytes)
+                         FROM unnest($1::int8[], $2::uuid[], $3::int4[], $4::int8[], $5::int8[],
+                                     $6::int8[])
+                              AS r(i, topic_id, partition, fetch_offset, max_bytes, max_rows)
                          CROSS JOIN LATERAL (
                              SELECT x.*, sum(x.size) OVER w AS running, row_number() OVER w AS n
                              FROM (SELECT d.* FROM diskless_batches d
                                    WHERE d.topic_id = r.topic_id AND d.partition = r.partition
                                      AND d.last_offset >= r.fetch_offset
-                                   ORDER BY d.last_offset LIMIT $6) x
+                                   ORDER BY d.last_offset LIMIT r.max_rows) x
                              WINDOW w AS (ORDER BY x.last_offset ROWS UNBOUNDED PRECEDING)
                          ) b
                          JOIN diskless_objects o ON o.object_id = b.object_id
@@ -730,17 +735,14 @@ impl BatchCoordinator for PgBatchCoordinator {
                     .iter()
                     .map(|&i| i64::from(requests[i].max_bytes))
                     .collect();
+                let max_rows: Vec<i64> = budgets
+                    .iter()
+                    .map(|b| (b / MIN_BATCH_BYTES + 1).min(MAX_FOUND_BATCHES))
+                    .collect();
                 let rows = tx
                     .query(
                         &statement,
-                        &[
-                            &index,
-                            &topics,
-                            &parts,
-                            &offsets,
-                            &budgets,
-                            &MAX_FOUND_BATCHES,
-                        ],
+                        &[&index, &topics, &parts, &offsets, &budgets, &max_rows],
                     )
                     .await?;
                 for row in rows {
