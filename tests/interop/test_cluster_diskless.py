@@ -2,11 +2,14 @@
 batch coordinator) and one shared filesystem store directory. Every broker
 serves every diskless partition, so a record produced through one broker
 is read back through the other, byte-identical, at offsets the database
-assigned densely across both."""
+assigned densely across both; Metadata steers each partition's clients to
+one live broker, and when a broker dies its partitions move to the other,
+which serves everything either wrote."""
 
 import os
 import time
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
@@ -106,3 +109,34 @@ def test_a_record_produced_through_one_broker_is_read_through_the_other(cluster_
     # And the objects in the one directory both brokers write.
     files = [f for _, _, names in os.walk(store) for f in names]
     assert files, "objects in the shared store"
+
+    # Both brokers name the same live leader for each partition.
+    def leaders(b):
+        md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(TOPIC, timeout=10)
+        parts = md.topics[TOPIC].partitions
+        if len(md.brokers) != len(brokers_alive) or any(p.error for p in parts.values()):
+            return None
+        return {i: p.leader for i, p in parts.items()}
+
+    brokers_alive = brokers
+    views = [wait_for("leaders on port %d" % b.port, lambda b=b: leaders(b)) for b in brokers]
+    assert views[0] == views[1] and set(views[0].values()) <= {1, 2}, views
+
+    # Broker 1 dies (kill -9): Metadata steers both partitions to broker 2,
+    # which serves what both wrote, and production goes on.
+    brokers[0].kill9()
+    survivor = brokers[1]
+    brokers_alive = [survivor]
+    wait_for("both partitions led by broker 2 (2 s lease)",
+             lambda: leaders(survivor) == {0: 2, 1: 2})
+    producer = Producer({"bootstrap.servers": survivor.bootstrap, "enable.idempotence": True})
+    for i in range(10):
+        producer.produce(TOPIC, value=b"after-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    p0 = consume_confluent(survivor.bootstrap, TOPIC, 8, partition=0)
+    assert [m.offset() for m in p0] == list(range(8))
+    assert [m.value() for m in p0] == [b"from broker one", b"from broker two", b"and again"] + \
+        [b"after-%d" % i for i in range(0, 10, 2)]
+    p1 = consume_confluent(survivor.bootstrap, TOPIC, 25, partition=1)
+    assert [m.offset() for m in p1] == list(range(25))
+    assert [m.value() for m in p1][20:] == [b"after-%d" % i for i in range(1, 10, 2)]
