@@ -513,7 +513,8 @@ async fn commit_object(
             ],
         )
         .await?;
-        partitions.retain(|p, _| placed.iter().any(|b| b.partition == *p));
+        let appended: BTreeSet<DisklessPartition> = placed.iter().map(|b| b.partition).collect();
+        partitions.retain(|p, _| appended.contains(p));
         store_partitions(&tx, &partitions).await?;
         store_producers(&tx, &producers, &changed_producers).await?;
     }
