@@ -88,6 +88,9 @@ impl Broker {
             None
         };
         let remote = RemoteSlot::default();
+        // In cluster mode only internal topics open here; the others open
+        // once the cluster says which of their partitions live on this broker.
+        let cluster_mode = crate::cluster::ClusterSettings::from_config(&config)?.is_some();
         let partitions = PartitionManager::new(
             config.log_dir.clone(),
             cleaner,
@@ -95,10 +98,12 @@ impl Broker {
             crate::remote::settings::system_enabled(&config),
         )
         .with_diskless(crate::diskless::DisklessSettings::from_config(&config)?);
+        let partitions = if cluster_mode {
+            partitions.in_cluster_mode()
+        } else {
+            partitions
+        };
         let fetch_settings = FetchSettings::from_config(&config);
-        // In cluster mode only internal topics open here; the others open
-        // once the cluster says which of their partitions live on this broker.
-        let cluster_mode = crate::cluster::ClusterSettings::from_config(&config)?.is_some();
         for topic in registry.topics() {
             if cluster_mode && !crate::topics::names::is_internal(&topic.name) {
                 continue;

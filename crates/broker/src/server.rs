@@ -107,6 +107,9 @@ pub async fn run_until(
             )
             .await?;
             let _ = broker.cluster.set(Arc::clone(&node));
+            broker
+                .partitions
+                .use_cluster_coordinator(Arc::new(node.cluster().batch_coordinator()));
             node.sync_metadata(&broker).await?;
             Some(tokio::spawn(
                 node.run(Arc::downgrade(&broker), membership_stopped),

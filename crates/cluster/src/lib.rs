@@ -12,14 +12,16 @@
 //! [`Cluster`] is the handle. Its operations are split by the state they
 //! touch, one module each: [`brokers`] (membership), [`shards`] (coordinator
 //! leases), [`topics`] (topics, partitions and configs), [`producer_ids`]
-//! (producer-id blocks), [`state`] (coordinator state tables) and
-//! [`events`] (append-only event logs). [`migrate`] creates and upgrades the
+//! (producer-id blocks), [`state`] (coordinator state tables),
+//! [`events`] (append-only event logs) and [`diskless`] (the batch
+//! coordinator of diskless topics). [`migrate`] creates and upgrades the
 //! schema when a broker connects.
 
 pub mod assignment;
 pub mod brokers;
 pub mod config;
 pub mod db;
+pub mod diskless;
 pub mod error;
 pub mod events;
 pub mod lease;
@@ -34,6 +36,7 @@ pub use crate::{
     brokers::{BrokerInfo, BrokerRegistration, Renewal},
     config::{DatabaseConfig, DatabaseTls},
     db::Database,
+    diskless::PgBatchCoordinator,
     error::ClusterError,
     lease::{BrokerEpoch, BrokerLease, LeaseEpoch, LeaseTiming, LocalLease},
     shards::{Fence, ShardId, ShardKind, ShardLease, ShardOwner},

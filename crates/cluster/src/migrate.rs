@@ -35,6 +35,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "coordinator producers",
         sql: include_str!("migrations/0002_coordinator_producers.sql"),
     },
+    Migration {
+        version: 3,
+        name: "diskless batches",
+        sql: include_str!("migrations/0003_diskless_batches.sql"),
+    },
 ];
 
 /// The schema version this binary brings a database to.

@@ -254,8 +254,11 @@ fn apply(broker: &Broker, node: BrokerId, snapshot: &MetadataSnapshot) {
         broker.refresh_topic_config(&meta);
         let (log_config, extras) =
             topic_config::log_config(&broker.config, &broker.registry, &meta.configs);
+        // A diskless partition is served by every broker (its batches are
+        // ordered by the cluster's batch coordinator, not by an owner).
+        let everywhere = extras.diskless_enable && !names::is_state_topic(&topic.name);
         for (index, owner) in (0..).zip(&topic.partitions) {
-            if *owner == node && broker.partitions.get(&topic.name, index).is_none() {
+            if (*owner == node || everywhere) && !broker.partitions.contains(&topic.name, index) {
                 if let Err(e) = broker.partitions.open_partitions(
                     &topic.name,
                     topic.id,

@@ -12,9 +12,12 @@
 //! so a broker without diskless topics creates nothing and a single node
 //! needs no setting at all: the store is a directory under the log dir.
 
+mod leader;
 mod storage;
 #[cfg(test)]
 mod tests;
+
+pub use leader::reported_leader;
 
 pub use storage::DisklessStorage;
 

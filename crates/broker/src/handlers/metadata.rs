@@ -60,7 +60,29 @@ fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataRe
                 .cluster
                 .get()
                 .filter(|_| !crate::topics::names::is_internal(&topic.name));
-            if let Some(owner) = cluster.and_then(|c| c.assigned(&topic.name, index)) {
+            let diskless_leader = cluster
+                .filter(|_| broker.partitions.get_diskless(&topic.name, index).is_some())
+                .map(|c| {
+                    let live: Vec<_> = c.live_brokers().iter().map(|b| b.node).collect();
+                    crate::diskless::reported_leader(topic.id, index, &live)
+                });
+            if let Some(leader) = diskless_leader {
+                // Cluster mode, a diskless partition: every broker serves
+                // it; clients are steered to one live broker.
+                match leader {
+                    Some(leader) => {
+                        let leader = BrokerId(leader.0);
+                        p.leader_id = leader;
+                        p.replica_nodes = vec![leader];
+                        p.isr_nodes = vec![leader];
+                    }
+                    None => {
+                        p.error_code = ResponseError::LeaderNotAvailable.code();
+                        p.leader_id = BrokerId(-1);
+                        p.isr_nodes = Vec::new();
+                    }
+                }
+            } else if let Some(owner) = cluster.and_then(|c| c.assigned(&topic.name, index)) {
                 // Cluster mode: the partition's one broker, while it is live.
                 let owner_id = BrokerId(owner.0);
                 p.replica_nodes = vec![owner_id];

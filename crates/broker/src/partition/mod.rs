@@ -36,7 +36,7 @@ use {
     bytes::Bytes,
     krabka_ids::LeaderEpoch,
     krabka_log::{Clock, Log, LogCleaner, LogConfig, SystemClock},
-    krabka_remote_storage::diskless::DisklessPartition,
+    krabka_remote_storage::diskless::{BatchCoordinator, DisklessPartition},
     std::{
         collections::HashMap,
         path::{Path, PathBuf},
@@ -201,6 +201,9 @@ pub struct PartitionManager {
     diskless_settings: Option<DisklessSettings>,
     /// Started with the first diskless partition.
     diskless_runtime: Mutex<Option<Arc<DisklessRuntime>>>,
+    /// In cluster mode, the cluster's batch coordinator (PostgreSQL), set
+    /// once the broker has joined; diskless partitions wait for it.
+    cluster_coordinator: Option<Mutex<Option<Arc<dyn BatchCoordinator>>>>,
 }
 
 impl std::fmt::Debug for PartitionManager {
@@ -234,6 +237,7 @@ impl PartitionManager {
             diskless: RwLock::new(HashMap::new()),
             diskless_settings: None,
             diskless_runtime: Mutex::new(None),
+            cluster_coordinator: None,
         }
     }
 
@@ -243,6 +247,23 @@ impl PartitionManager {
     pub fn with_diskless(mut self, settings: DisklessSettings) -> Self {
         self.diskless_settings = Some(settings);
         self
+    }
+
+    /// Cluster mode: diskless partitions run on the coordinator given to
+    /// [`PartitionManager::use_cluster_coordinator`], never on the
+    /// embedded one (whose order other brokers would not see).
+    #[must_use]
+    pub fn in_cluster_mode(mut self) -> Self {
+        self.cluster_coordinator = Some(Mutex::new(None));
+        self
+    }
+
+    /// Cluster mode: the batch coordinator every broker shares, for the
+    /// diskless runtime to start on.
+    pub fn use_cluster_coordinator(&self, coordinator: Arc<dyn BatchCoordinator>) {
+        if let Some(slot) = &self.cluster_coordinator {
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(coordinator);
+        }
     }
 
     /// The diskless runtime, started now if it was not. Blocking.
@@ -257,7 +278,21 @@ impl PartitionManager {
         let settings = self.diskless_settings.clone().ok_or_else(|| {
             BrokerError::Config("diskless topics are not enabled on this broker".into())
         })?;
-        let runtime = DisklessRuntime::start(settings)?;
+        let runtime = match &self.cluster_coordinator {
+            None => DisklessRuntime::start(settings)?,
+            Some(cluster) => {
+                let coordinator = cluster
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+                    .ok_or_else(|| {
+                        BrokerError::Task(
+                            "diskless partitions wait for the cluster's batch coordinator".into(),
+                        )
+                    })?;
+                DisklessRuntime::start_with(settings, coordinator)?
+            }
+        };
         *slot = Some(Arc::clone(&runtime));
         Ok(runtime)
     }

@@ -1,0 +1,142 @@
+"""Diskless topics in cluster mode: two brokers on one PostgreSQL (the
+batch coordinator) and one shared filesystem store directory. Every broker
+serves every diskless partition, so a record produced through one broker
+is read back through the other, byte-identical, at offsets the database
+assigned densely across both; Metadata steers each partition's clients to
+one live broker, and when a broker dies its partitions move to the other,
+which serves everything either wrote."""
+
+import os
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from kafka.protocol.consumer.fetch import FetchResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.record import MemoryRecords
+
+from conftest import sql
+from helpers import consume_confluent, create_topic
+from raw_client import RawConnection, batch, fetch_request
+
+TOPIC = "dl-shared"
+# Kafka's codes a broker answers while it has not opened the partition yet.
+NOT_YET = {3, 6}
+
+
+def wait_for(what, check, timeout=60):
+    deadline = time.time() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.time() < deadline, "timed out waiting for " + what
+        time.sleep(0.1)
+
+
+def produce_to(broker, partition, values):
+    """Sends one batch of `values` to `broker` itself (not to the leader
+    Metadata names); answers the base offset once the broker accepts it."""
+    records = batch(values)
+    T = ProduceRequest.TopicProduceData
+
+    def attempt():
+        with RawConnection(broker.bootstrap) as conn:
+            request = ProduceRequest[9](
+                transactional_id=None, acks=-1, timeout_ms=30000,
+                topic_data=[T(name=TOPIC, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+            _, response = conn.call(request, ProduceResponse)
+        p = response.responses[0].partition_responses[0]
+        if p.error_code in NOT_YET:
+            return None
+        assert p.error_code == 0, "produce through port %d failed with %d" % (broker.port, p.error_code)
+        return (p.base_offset,)
+
+    return wait_for("port %d to accept produce" % broker.port, attempt)[0]
+
+
+def fetch_from(broker, partition, offset):
+    """The records `broker` itself returns from `offset`: [(offset, value)]."""
+    with RawConnection(broker.bootstrap) as conn:
+        _, response = conn.call(fetch_request([(TOPIC, partition, offset)]), FetchResponse)
+    p = response.responses[0].partitions[0]
+    if p.error_code in NOT_YET:
+        return []
+    assert p.error_code == 0, "fetch through port %d failed with %d" % (broker.port, p.error_code)
+    out = []
+    records = MemoryRecords(bytes(p.records or b""))
+    while records.has_next():
+        for record in records.next_batch():
+            out.append((record.offset, record.value))
+    return out
+
+
+def test_a_record_produced_through_one_broker_is_read_through_the_other(cluster_db, cluster_factory, tmp_path):
+    store = tmp_path / "shared-diskless-store"
+    settings = {"krabka.diskless.storage.dir": str(store), "diskless.commit.interval.ms": "20"}
+    brokers = [cluster_factory(cluster_db, node, settings) for node in (1, 2)]
+    wait_for("two brokers", lambda: len(AdminClient(
+        {"bootstrap.servers": brokers[0].bootstrap}).list_topics(timeout=10).brokers) == 2)
+    create_topic(brokers[0].bootstrap, TOPIC, partitions=2, config={"diskless.enable": "true"})
+
+    # Through broker 1, read through broker 2; then the other way round, on
+    # the same partition: one order, dense offsets, whichever broker wrote.
+    first = produce_to(brokers[0], 0, [b"from broker one"])
+    assert first == 0
+    got = wait_for("broker 2 to serve what broker 1 wrote", lambda: fetch_from(brokers[1], 0, 0))
+    assert got == [(0, b"from broker one")]
+    second = produce_to(brokers[1], 0, [b"from broker two", b"and again"])
+    assert second == 1
+    for b in brokers:
+        got = wait_for("port %d to serve all three" % b.port,
+                       lambda b=b: (lambda r: r if len(r) == 3 else None)(fetch_from(b, 0, 0)))
+        assert got == [(0, b"from broker one"), (1, b"from broker two"), (2, b"and again")]
+
+    # Both brokers writing partition 1 at once, 20 batches each.
+    for i in range(20):
+        produce_to(brokers[i % 2], 1, [b"p1-%d" % i])
+    # A real client (librdkafka, routed by Metadata) reads it all back.
+    for partition, expected in ((0, [b"from broker one", b"from broker two", b"and again"]),
+                                (1, sorted(b"p1-%d" % i for i in range(20)))):
+        got = consume_confluent(brokers[1].bootstrap, TOPIC, len(expected), partition=partition)
+        assert [m.offset() for m in got] == list(range(len(expected)))
+        values = [m.value() for m in got]
+        assert (values if partition == 0 else sorted(values)) == expected
+
+    # The order lives in the database: one row per batch, in one table.
+    rows = sql(cluster_db, "SELECT partition, count(*), max(last_offset) FROM diskless_batches GROUP BY partition ORDER BY partition")
+    assert rows == [("0", "2", "2"), ("1", "20", "19")], rows
+    # And the objects in the one directory both brokers write.
+    files = [f for _, _, names in os.walk(store) for f in names]
+    assert files, "objects in the shared store"
+
+    # Both brokers name the same live leader for each partition.
+    def leaders(b):
+        md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(TOPIC, timeout=10)
+        parts = md.topics[TOPIC].partitions
+        if len(md.brokers) != len(brokers_alive) or any(p.error for p in parts.values()):
+            return None
+        return {i: p.leader for i, p in parts.items()}
+
+    brokers_alive = brokers
+    views = [wait_for("leaders on port %d" % b.port, lambda b=b: leaders(b)) for b in brokers]
+    assert views[0] == views[1] and set(views[0].values()) <= {1, 2}, views
+
+    # Broker 1 dies (kill -9): Metadata steers both partitions to broker 2,
+    # which serves what both wrote, and production goes on.
+    brokers[0].kill9()
+    survivor = brokers[1]
+    brokers_alive = [survivor]
+    wait_for("both partitions led by broker 2 (2 s lease)",
+             lambda: leaders(survivor) == {0: 2, 1: 2})
+    producer = Producer({"bootstrap.servers": survivor.bootstrap, "enable.idempotence": True})
+    for i in range(10):
+        producer.produce(TOPIC, value=b"after-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    p0 = consume_confluent(survivor.bootstrap, TOPIC, 8, partition=0)
+    assert [m.offset() for m in p0] == list(range(8))
+    assert [m.value() for m in p0] == [b"from broker one", b"from broker two", b"and again"] + \
+        [b"after-%d" % i for i in range(0, 10, 2)]
+    p1 = consume_confluent(survivor.bootstrap, TOPIC, 25, partition=1)
+    assert [m.offset() for m in p1] == list(range(25))
+    assert [m.value() for m in p1][20:] == [b"after-%d" % i for i in range(1, 10, 2)]
