@@ -71,7 +71,14 @@ def test_produce_consume_each_codec(broker, codec):
     assert offsets == list(range(len(records)))
     got = consume(broker.bootstrap, topic, len(records))
     assert [(m.key, m.value, list(m.headers)) for m in got] == [(k, v, h) for k, v, h in records]
-    assert stored_codecs(broker.data_dir, topic) == {codec or "none"}
+    stored = stored_codecs(broker.data_dir, topic)
+    if codec is None:
+        assert stored == {"none"}
+    else:
+        # kafka-python sends a batch uncompressed when compressing would not
+        # shrink it (a batch of a record or two that the linger closed early),
+        # so "none" may appear beside the codec; the codec must be there.
+        assert codec in stored and stored <= {codec, "none"}, stored
 
 
 def test_offsets_for_times_and_auto_create(broker):
