@@ -358,10 +358,10 @@ def test_an_array_claiming_two_billion_elements_closes_only_that_connection(brok
 def test_running_out_of_file_descriptors_only_delays_accepting(broker_factory):
     b = broker_factory(start=False)
 
-    # An empty broker holds ~410 descriptors (its 100 internal partitions'
-    # files): 640 leaves room for ~200 connections.
+    # An empty broker holds ~110 descriptors (one per internal partition):
+    # 400 leaves room for fewer than 300 of the 600 connections.
     def low_limit():
-        resource.setrlimit(resource.RLIMIT_NOFILE, (640, 640))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (400, 400))
 
     b.preexec_fn = low_limit
     b.start()

@@ -1,5 +1,5 @@
-"""The README's "Secure broker" section, run as written: its shell and
-Python blocks in order, in a fresh directory, with `krabka` on the PATH and
+"""The README's "Secure broker" section, run as written: its shell
+blocks in order, in a fresh directory, with `krabka` on the PATH and
 port 9093 replaced by a free one."""
 
 import os
@@ -34,7 +34,7 @@ def test_readme_secure_broker(tmp_path):
     workdir = tmp_path / "work"
     workdir.mkdir()
     blocks = section_blocks()
-    assert [lang for lang, _ in blocks] == ["sh", "sh", "python", "sh"]
+    assert [lang for lang, _ in blocks] == ["sh", "sh", "sh", "sh"]
     server = None
     outputs = []
     try:
