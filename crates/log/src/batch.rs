@@ -433,12 +433,18 @@ pub fn check_record_count(count: i32, bytes: usize) -> Result<(), LogError> {
 /// count no larger than the record's remaining bytes allow (a header takes
 /// at least two bytes). `kafka-protocol` reserves room for a record's
 /// headers from the count on the wire, so a forged count must be refused
-/// before it decodes.
+/// before it decodes. Each record's timestamp and offset deltas must also
+/// add to the batch's `base_timestamp` and `base_offset` without
+/// overflowing (the decoder adds them unchecked).
 ///
 /// # Errors
 ///
 /// [`LogError::CorruptRecord`] naming the first malformed record.
-pub fn check_record_frames(plain: &[u8]) -> Result<(), LogError> {
+pub fn check_record_frames(
+    plain: &[u8],
+    base_offset: i64,
+    base_timestamp: i64,
+) -> Result<(), LogError> {
     use crate::validate::read_varint;
     let mut pos = 0usize;
     let mut index = 0usize;
@@ -452,8 +458,15 @@ pub fn check_record_frames(plain: &[u8]) -> Result<(), LogError> {
             .ok_or_else(corrupt)?;
         let body = plain.get(pos..end).ok_or_else(corrupt)?;
         let mut at = 1usize; // attributes
-        read_varint(body, &mut at).ok_or_else(corrupt)?; // timestamp delta
-        read_varint(body, &mut at).ok_or_else(corrupt)?; // offset delta
+        let timestamp_delta = read_varint(body, &mut at).ok_or_else(corrupt)?;
+        base_timestamp
+            .checked_add(timestamp_delta)
+            .ok_or_else(corrupt)?;
+        let offset_delta = read_varint(body, &mut at).ok_or_else(corrupt)?;
+        i32::try_from(offset_delta)
+            .ok()
+            .and_then(|d| base_offset.checked_add(i64::from(d)))
+            .ok_or_else(corrupt)?;
         let skip = |at: &mut usize, nullable: bool| -> Result<(), LogError> {
             let len = read_varint(body, at).ok_or_else(corrupt)?;
             if len == -1 && nullable {
@@ -508,8 +521,8 @@ pub fn decode_records(batch: &[u8]) -> Result<Vec<Record>, LogError> {
             Compression::Lz4 => <Lz4 as Decompressor<Bytes>>::decompress(records, take)?,
             Compression::Zstd => <Zstd as Decompressor<Bytes>>::decompress(records, take)?,
         };
-        if let Err(e) =
-            check_record_count(count, plain.len()).and_then(|()| check_record_frames(&plain))
+        if let Err(e) = check_record_count(count, plain.len())
+            .and_then(|()| check_record_frames(&plain, header.base_offset, header.base_timestamp))
         {
             Err(std::io::Error::other(e.to_string()))?;
         }
@@ -723,13 +736,20 @@ mod tests {
         let body = [0u8, 0, 0, 0x01, 0x02, b'v', 0xfe, 0xff, 0xff, 0xff, 0x7f];
         let mut area = vec![u8::try_from(body.len() * 2).unwrap()];
         area.extend_from_slice(&body);
-        let err = check_record_frames(&area).unwrap_err();
+        let err = check_record_frames(&area, 0, 0).unwrap_err();
         check!(err.to_string().contains("record 0"), "{err}");
         // The same record with one real header passes, and so does a batch
         // the encoder wrote with headers.
         let mut ok = vec![0u8, 0, 0, 0x01, 0x02, b'v', 0x02, 0x02, b'h', 0x02, b'x'];
         ok.insert(0, u8::try_from(ok.len() * 2).unwrap());
-        check!(check_record_frames(&ok).is_ok());
+        check!(check_record_frames(&ok, 0, 0).is_ok());
+        // Deltas that overflow the batch's base timestamp or offset.
+        check!(check_record_frames(&ok, 0, i64::MAX).is_ok());
+        let mut late = vec![0u8, 0x02, 0x02, 0x01, 0x02, b'v', 0x00];
+        late.insert(0, u8::try_from(late.len() * 2).unwrap());
+        check!(check_record_frames(&late, 0, 0).is_ok());
+        check!(check_record_frames(&late, 0, i64::MAX).is_err());
+        check!(check_record_frames(&late, i64::MAX, 0).is_err());
         let mut record_headers: kafka_protocol::records::Record = Record {
             transactional: false,
             control: false,
