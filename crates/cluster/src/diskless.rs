@@ -23,8 +23,6 @@
 //! LogAppendTime of a batch, when an object died — are the database's
 //! clock, the one clock all brokers share.
 
-mod producers;
-
 use {
     crate::{
         Cluster,
@@ -38,10 +36,10 @@ use {
         diskless::{
             BatchCoordinator, BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches,
             FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey,
-            OffsetAnswer, OffsetQuery, PartitionError, RetentionOutcome, RetentionPolicy,
+            OffsetAnswer, OffsetQuery, PartitionError, ProducerCheck, ProducerState, RecentBatch,
+            RetentionOutcome, RetentionPolicy,
         },
     },
-    producers::{Check, Producer, Recent},
     std::{
         collections::{BTreeMap, BTreeSet},
         time::Duration,
@@ -409,7 +407,7 @@ async fn commit_object(
         if let Some(producer) = &batch.producer {
             let key = (batch.partition, producer.producer_id);
             match producers.entry(key).or_default().check(producer) {
-                Check::Duplicate(base_offset) => {
+                ProducerCheck::Duplicate(base_offset) => {
                     answers.push(Ok(Committed {
                         base_offset,
                         log_start_offset: p.log_start,
@@ -417,11 +415,11 @@ async fn commit_object(
                     }));
                     continue;
                 }
-                Check::Refused(e) => {
+                ProducerCheck::Refused(e) => {
                     answers.push(Err(e));
                     continue;
                 }
-                Check::Accept => {}
+                ProducerCheck::Accept => {}
             }
         }
         let offset_count = i64::from(batch.offset_count.max(1));
@@ -529,7 +527,7 @@ async fn load_producers(
     tx: &Transaction<'_>,
     commit: &ObjectCommit,
     partitions: &BTreeMap<DisklessPartition, PartitionRow>,
-) -> Result<BTreeMap<ProducerKey, Producer>, tokio_postgres::Error> {
+) -> Result<BTreeMap<ProducerKey, ProducerState>, tokio_postgres::Error> {
     let keys: BTreeSet<ProducerKey> = commit
         .batches
         .iter()
@@ -556,9 +554,9 @@ async fn load_producers(
         .await?;
     for row in tx.query(&statement, &[&topics, &indexes, &ids]).await? {
         let key = (DisklessPartition::new(row.get(0), row.get(1)), row.get(2));
-        let producer: &mut Producer = producers.entry(key).or_default();
+        let producer: &mut ProducerState = producers.entry(key).or_default();
         producer.epoch = row.get(3);
-        producer.recent.push(Recent {
+        producer.recent.push_back(RecentBatch {
             base_sequence: row.get(4),
             last_sequence: row.get(5),
             base_offset: row.get(6),
@@ -570,7 +568,7 @@ async fn load_producers(
 /// Replaces the stored state of the `changed` producers.
 async fn store_producers(
     tx: &Transaction<'_>,
-    producers: &BTreeMap<ProducerKey, Producer>,
+    producers: &BTreeMap<ProducerKey, ProducerState>,
     changed: &BTreeSet<ProducerKey>,
 ) -> Result<(), tokio_postgres::Error> {
     if changed.is_empty() {
@@ -588,7 +586,7 @@ async fn store_producers(
         )
         .await?;
     tx.execute(&delete, &[&topics, &indexes, &ids]).await?;
-    let rows: Vec<(&ProducerKey, i16, &Recent)> = changed
+    let rows: Vec<(&ProducerKey, i16, &RecentBatch)> = changed
         .iter()
         .filter_map(|key| producers.get(key).map(|p| (key, p)))
         .flat_map(|(key, p)| p.recent.iter().map(move |r| (key, p.epoch, r)))

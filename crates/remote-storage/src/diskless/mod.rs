@@ -62,6 +62,7 @@ pub mod conformance;
 mod coordinator;
 mod memory;
 mod object;
+mod producer_state;
 mod reader;
 mod store;
 mod types;
@@ -78,6 +79,7 @@ pub use {
         OBJECT_FORMAT_VERSION, OBJECT_MAGIC, ObjectBatch, ObjectBuilder, ObjectFile,
         rewrite_base_offset,
     },
+    producer_state::{BATCHES_TO_RETAIN, ProducerCheck, ProducerState, RecentBatch},
     reader::read_batches,
     store::DisklessStore,
     types::{

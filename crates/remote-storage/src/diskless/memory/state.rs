@@ -9,9 +9,9 @@ use {
             FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,
             OffsetQuery, PartitionError, RetentionOutcome, RetentionPolicy,
         },
-        producers::{self, Producers},
+        producers::Producers,
     },
-    crate::RemoteStorageError,
+    crate::{RemoteStorageError, diskless::ProducerCheck},
     serde::{Deserialize, Serialize},
     std::collections::{BTreeMap, VecDeque},
     uuid::Uuid,
@@ -236,7 +236,7 @@ impl MemoryState {
             let offset_count = i64::from(batch.offset_count.max(1));
             if let Some(producer) = &batch.producer {
                 match p.producers.check(producer) {
-                    producers::Check::Duplicate(base_offset) => {
+                    ProducerCheck::Duplicate(base_offset) => {
                         answers.push(Ok(Committed {
                             base_offset,
                             log_start_offset: p.log_start,
@@ -244,11 +244,11 @@ impl MemoryState {
                         }));
                         continue;
                     }
-                    producers::Check::Refused(e) => {
+                    ProducerCheck::Refused(e) => {
                         answers.push(Err(e));
                         continue;
                     }
-                    producers::Check::Accept => {}
+                    ProducerCheck::Accept => {}
                 }
             }
             let base_offset = p.next_offset;
