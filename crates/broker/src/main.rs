@@ -204,6 +204,21 @@ fn block_on_cli<T, E: std::fmt::Display>(
         .ok()
 }
 
+/// Runs `run` with the client security of `--command-config FILE`, or
+/// exits with the file's usage error.
+fn with_security(
+    command_config: Option<&std::path::Path>,
+    run: impl FnOnce(cli::command_config::ClientSecurity) -> ExitCode,
+) -> ExitCode {
+    match cli::command_config::ClientSecurity::from_option(command_config) {
+        Ok(security) => run(security),
+        Err(e) => {
+            eprintln!("krabka: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
 fn remote_metadata_dump(request: cli::remote_metadata::DumpRequest) -> ExitCode {
     match block_on_cli(cli::remote_metadata::dump(&request)) {
         Some(dump) => {
@@ -310,18 +325,14 @@ fn main() -> ExitCode {
                     timeout_secs,
                     command_config,
                 },
-        } => match cli::command_config::ClientSecurity::from_option(command_config.as_deref()) {
-            Ok(security) => remote_metadata_dump(cli::remote_metadata::DumpRequest {
+        } => with_security(command_config.as_deref(), |security| {
+            remote_metadata_dump(cli::remote_metadata::DumpRequest {
                 bootstrap,
                 topic,
                 security,
                 timeout: std::time::Duration::from_secs(timeout_secs),
-            }),
-            Err(e) => {
-                eprintln!("krabka: {e}");
-                ExitCode::from(e.exit_code())
-            }
-        },
+            })
+        }),
         Command::RemoteMetadata {
             command:
                 RemoteMetadataCommand::WormHeads {
@@ -330,18 +341,14 @@ fn main() -> ExitCode {
                     timeout_secs,
                     command_config,
                 },
-        } => match cli::command_config::ClientSecurity::from_option(command_config.as_deref()) {
-            Ok(security) => worm_heads(cli::worm_heads::HeadsRequest {
+        } => with_security(command_config.as_deref(), |security| {
+            worm_heads(cli::worm_heads::HeadsRequest {
                 bootstrap,
                 topic,
                 security,
                 timeout: std::time::Duration::from_secs(timeout_secs),
-            }),
-            Err(e) => {
-                eprintln!("krabka: {e}");
-                ExitCode::from(e.exit_code())
-            }
-        },
+            })
+        }),
         Command::Recover {
             config,
             overrides,

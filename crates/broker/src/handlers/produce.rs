@@ -63,12 +63,24 @@ pub struct QueuedProduce {
 /// answer, so a producer pipelining to diskless partitions keeps the next
 /// object filling while the last one commits.
 #[derive(Debug, Default)]
-pub struct Accepted(Vec<oneshot::Receiver<()>>);
+pub struct Accepted {
+    taken: Vec<oneshot::Receiver<()>>,
+    diskless: bool,
+}
 
 impl Accepted {
+    /// Whether the partitions take the batches before the answer: only
+    /// when a diskless partition is among them (a classic partition takes
+    /// them with its append, which is its answer), so a classic produce
+    /// needs no separate wait.
+    #[must_use]
+    pub fn before_answer(&self) -> bool {
+        self.diskless
+    }
+
     /// Waits until every partition has taken its batches (or failed).
     pub async fn wait(self) {
-        for taken in self.0 {
+        for taken in self.taken {
             // A dropped sender means the same: nothing more to take.
             let _ = taken.await;
         }
@@ -172,7 +184,8 @@ pub fn queue_produce(
                 } else {
                     let (answer, taken) = append_diskless(storage, data.index, records);
                     pending.push(Box::pin(answer));
-                    accepted.0.push(taken);
+                    accepted.taken.push(taken);
+                    accepted.diskless = true;
                     slots.push((topics.len(), None));
                     continue;
                 }
@@ -194,7 +207,7 @@ pub fn queue_produce(
                 } else {
                     let (taken, taken_rx) = oneshot::channel();
                     pending.push(Box::pin(append(partition, data.index, records, taken)));
-                    accepted.0.push(taken_rx);
+                    accepted.taken.push(taken_rx);
                     slots.push((topics.len(), None));
                     continue;
                 }

@@ -462,16 +462,21 @@ async fn connection<S>(
         };
         let request = match handlers::queue_produce(&broker, request) {
             handlers::Queued::Produce(answer, accepted) => {
-                // The read-ahead goes back once the partitions hold the
-                // batches (a diskless commit comes much later); the
-                // request's bytes stay in the broker-wide budget until
-                // the answer.
-                tokio::spawn(async move {
-                    accepted.wait().await;
-                    drop(permit);
-                });
+                // With a diskless partition the read-ahead goes back once
+                // the partitions hold the batches (its commit, the answer,
+                // comes much later); the request's bytes stay in the
+                // broker-wide budget until the answer.
+                let mut permit = permit;
+                if accepted.before_answer() {
+                    let early = permit.take();
+                    tokio::spawn(async move {
+                        accepted.wait().await;
+                        drop(early);
+                    });
+                }
                 produces.spawn(async move {
                     let reply = answer.await;
+                    drop(permit);
                     drop(hold);
                     metrics::request_done(
                         api,
