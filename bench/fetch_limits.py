@@ -35,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop"))
 
-from benchlib import KRABKA_BIN, Broker, RssSampler  # noqa: E402
+from benchlib import KRABKA_BIN, Broker, RssSampler, cpu_seconds  # noqa: E402
 from broker import BENCH_BIN, bench  # noqa: E402
 from helpers import create_topic  # noqa: E402
 from raw_client import RawConnection, batch, fetch_discarding, fetch_request, fill, memory  # noqa: E402
@@ -45,15 +45,7 @@ from kafka.protocol.consumer.fetch import FetchResponse  # noqa: E402
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse  # noqa: E402
 
 MIB = 1 << 20
-TICKS = os.sysconf("SC_CLK_TCK")
 PARKED = [0, 1, 100, 1000]
-
-
-def cpu_seconds(pid):
-    """utime + stime of process `pid`, in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def read_frame(conn):

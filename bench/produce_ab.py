@@ -8,6 +8,12 @@ from each binary and measures them in alternating rounds within one run, so
 the machine's noise falls on both; it prints each round and the median of
 the rounds with the candidate/baseline ratio.
 
+With `--throughput` it measures the bulk path instead: krabka-bench's raw
+mode (1 MiB requests of prebuilt batches) producing 100 B and 1 KiB records
+to one partition, as throughput and broker CPU seconds per GB produced
+(utime + stime of the broker process), the figure a change to the append's
+own work moves.
+
     cp target/release/krabka /tmp/krabka-base      # before the change
     cargo build --release -p krabka-broker -p krabka-bench
     .venv/bin/python bench/produce_ab.py --baseline /tmp/krabka-base
@@ -19,7 +25,7 @@ import statistics
 import sys
 import time
 
-from benchlib import KRABKA_BIN, Broker
+from benchlib import KRABKA_BIN, Broker, cpu_seconds
 from broker import BENCH_BIN, bench, confluent_latency
 
 RATE = 20_000
@@ -45,12 +51,52 @@ def cases(seconds):
     ]
 
 
+def throughput_cases(seconds):
+    """(name, function of a broker returning (MB/s, broker CPU s per GB))."""
+
+    def raw(size, acks):
+        def run(broker, topic):
+            before = cpu_seconds(broker.process.pid)
+            _, mb_s, _ = bench(broker, "produce", "-t", topic, "-s", str(size), "--acks", acks,
+                               "-d", "%g" % seconds)
+            used = cpu_seconds(broker.process.pid) - before
+            return mb_s, used / (mb_s * seconds / 1000.0)
+        return run
+
+    return [("raw %s acks=%s" % ("1 KiB" if size == 1024 else "%d B" % size, acks), raw(size, acks))
+            for size in (100, 1024) for acks in ("1", "all")]
+
+
+def throughput_main(args, brokers):
+    results = {}
+    print("| round | case | build | MB/s | broker CPU s/GB |\n| --- | --- | --- | --- | --- |")
+    for r in range(args.rounds):
+        order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]
+        for name, run in throughput_cases(args.seconds):
+            for which in order:
+                topic = "tp-%d-%s" % (r, name.replace(" ", "-").replace("=", ""))
+                got = run(brokers[which], topic)
+                results.setdefault((name, which), []).append(got)
+                print("| %d | %s | %s | %.0f | %.3f |" % (r + 1, name, which, *got))
+    print("\nMedians of %d rounds (candidate / baseline):\n" % args.rounds)
+    print("| case | MB/s | broker CPU s/GB |\n| --- | --- | --- |")
+    for name, _ in throughput_cases(args.seconds):
+        cells = []
+        for i in range(2):
+            base = statistics.median(x[i] for x in results[(name, "baseline")])
+            cand = statistics.median(x[i] for x in results[(name, "candidate")])
+            cells.append("%.3g / %.3g (%.2f)" % (cand, base, cand / base if base else float("nan")))
+        print("| %s | %s |" % (name, " | ".join(cells)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", required=True, help="the broker binary to compare against")
     parser.add_argument("--candidate", default=KRABKA_BIN, help="the broker binary under test")
     parser.add_argument("--seconds", type=float, default=6.0, help="length of each measurement")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--throughput", action="store_true",
+                        help="measure bulk produce throughput and broker CPU per GB instead")
     args = parser.parse_args()
     for binary in (args.baseline, args.candidate, BENCH_BIN):
         if not os.path.exists(binary):
@@ -63,6 +109,9 @@ def main():
     }
     results = {}
     try:
+        if args.throughput:
+            throughput_main(args, brokers)
+            return
         print("| round | case | build | p50 | p99 | p99.9 |\n| --- | --- | --- | --- | --- | --- |")
         for r in range(args.rounds):
             order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]

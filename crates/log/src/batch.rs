@@ -261,6 +261,22 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
     }
 }
 
+/// Bytes at the head of a batch that an append rewrites outside the CRC:
+/// the base offset, the length (kept) and the partition leader epoch.
+pub const PATCHED_PREFIX: usize = LEADER_EPOCH + 4;
+
+/// The first [`PATCHED_PREFIX`] bytes of `batch` with its base offset and
+/// partition leader epoch rewritten; `None` if the batch is shorter. The
+/// rest of the batch is stored as the client sent it, so an append writes
+/// this head and the client's bytes side by side instead of copying them.
+#[must_use]
+pub fn patched_prefix(batch: &[u8], offset: i64, epoch: i32) -> Option<[u8; PATCHED_PREFIX]> {
+    let mut head: [u8; PATCHED_PREFIX] = batch.get(..PATCHED_PREFIX)?.try_into().ok()?;
+    set_base_offset(&mut head, offset);
+    set_partition_leader_epoch(&mut head, epoch);
+    Some(head)
+}
+
 /// Marks the batch LogAppendTime with max timestamp `ts` and recomputes the CRC.
 pub fn set_log_append_time(batch: &mut [u8], ts: i64) {
     let Some(header) = BatchHeader::parse(batch) else {

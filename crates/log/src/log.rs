@@ -385,17 +385,19 @@ impl Log {
         let last_offset = next - 1;
 
         let inner = &mut *inner;
-        inner.scratch.clear();
-        inner.scratch.extend_from_slice(&records);
         let log_append_time =
             (config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now);
-        for (pos, h) in &mut headers {
-            let Some(buf) = inner.scratch.get_mut(*pos..*pos + h.size() as usize) else {
-                return Err(LogError::corrupt("batch outside the request"));
-            };
-            batch::set_base_offset(buf, h.base_offset);
-            batch::set_partition_leader_epoch(buf, leader_epoch.0);
-            if let Some(ts) = log_append_time {
+        if let Some(ts) = log_append_time {
+            // The CRC covers the rewritten timestamp: the batches are copied
+            // and patched whole.
+            inner.scratch.clear();
+            inner.scratch.extend_from_slice(&records);
+            for (pos, h) in &mut headers {
+                let Some(buf) = inner.scratch.get_mut(*pos..*pos + h.size() as usize) else {
+                    return Err(LogError::corrupt("batch outside the request"));
+                };
+                batch::set_base_offset(buf, h.base_offset);
+                batch::set_partition_leader_epoch(buf, leader_epoch.0);
                 batch::set_log_append_time(buf, ts);
                 h.max_timestamp = ts;
             }
@@ -415,7 +417,32 @@ impl Log {
             now,
         )?;
         let active = self.active_segment();
-        active.append(&inner.scratch, &headers, config.index_interval_bytes)?;
+        if log_append_time.is_some() {
+            active.append(&inner.scratch, &headers, config.index_interval_bytes)?;
+        } else {
+            // Only the head of each batch changes (outside its CRC): write
+            // the new heads and the client's bytes around them, uncopied.
+            let heads = headers
+                .iter()
+                .map(|(pos, h)| {
+                    batch::patched_prefix(
+                        records.get(*pos..).unwrap_or_default(),
+                        h.base_offset,
+                        leader_epoch.0,
+                    )
+                    .ok_or_else(|| LogError::corrupt("batch outside the request"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut parts: Vec<&[u8]> = Vec::with_capacity(headers.len() * 2);
+            for ((pos, h), head) in headers.iter().zip(&heads) {
+                let body = records
+                    .get(*pos + batch::PATCHED_PREFIX..*pos + h.size() as usize)
+                    .ok_or_else(|| LogError::corrupt("batch outside the request"))?;
+                parts.push(head);
+                parts.push(body);
+            }
+            active.append_parts(&parts, &headers, config.index_interval_bytes)?;
+        }
         inner.producers.commit(pending);
         self.log_end_offset.store(next, Ordering::Release);
         self.lock_epochs().assign(leader_epoch, first_offset)?;

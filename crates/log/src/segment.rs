@@ -272,9 +272,26 @@ impl Segment {
         batches: &[(usize, BatchHeader)],
         index_interval: u64,
     ) -> Result<(), LogError> {
+        self.append_parts(&[buf], batches, index_interval)
+    }
+
+    /// Appends the bytes of `parts`, one after the other, as one append
+    /// (see [`Segment::append`]); batch positions in `batches` are relative
+    /// to the start of the first part.
+    ///
+    /// # Errors
+    ///
+    /// As [`Segment::append`].
+    pub fn append_parts(
+        &self,
+        parts: &[&[u8]],
+        batches: &[(usize, BatchHeader)],
+        index_interval: u64,
+    ) -> Result<(), LogError> {
         let start = self.size();
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         let file = self.file.get()?;
-        if let Err(source) = file.write_all_at(buf, start) {
+        if let Err(source) = crate::segment_file::write_all_vectored_at(&file, parts, start) {
             // Nothing is committed; give back the blocks a partial write
             // took (on a full disk), which what frees space may need.
             let _ = file.set_len(start);
@@ -298,7 +315,7 @@ impl Segment {
                 return Err(e);
             }
         }
-        self.size.store(start + buf.len() as u64, Ordering::Release);
+        self.size.store(start + len, Ordering::Release);
         Ok(())
     }
 

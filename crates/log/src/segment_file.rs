@@ -18,10 +18,46 @@ use {
     crate::LogError,
     std::{
         fs::{File, OpenOptions},
+        io::{IoSlice, Seek, SeekFrom, Write},
         path::{Path, PathBuf},
         sync::{Arc, RwLock},
     },
 };
+
+/// Writes `parts`, one after the other, at `position` of `file` in as few
+/// `writev` calls as the kernel allows: an append writes the client's batch
+/// bytes where they lie, around the few header bytes it rewrote, instead of
+/// first copying the whole request. Appends to a log are serialized by its
+/// lock, and reads use positioned reads, so moving the file's cursor here
+/// disturbs nobody.
+///
+/// # Errors
+///
+/// The first write error; a write that makes no progress is
+/// [`std::io::ErrorKind::WriteZero`].
+pub(crate) fn write_all_vectored_at(
+    file: &File,
+    parts: &[&[u8]],
+    position: u64,
+) -> std::io::Result<()> {
+    let mut file = file;
+    file.seek(SeekFrom::Start(position))?;
+    let mut slices: Vec<IoSlice<'_>> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| IoSlice::new(p))
+        .collect();
+    let mut rest = slices.as_mut_slice();
+    while !rest.is_empty() {
+        match file.write_vectored(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
 
 /// A segment's `.log` file: a held descriptor, or its path to open.
 #[derive(Debug)]
@@ -119,6 +155,25 @@ impl SegmentFile {
 #[cfg(test)]
 mod tests {
     use {super::*, assert2::check, std::os::unix::fs::FileExt};
+
+    #[test]
+    fn vectored_writes_land_whole_at_their_position_beyond_the_kernels_slice_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        std::fs::write(&path, b"keep").unwrap();
+        let file = open(&path).unwrap();
+        // More parts than one writev takes (IOV_MAX is 1024), some empty.
+        let owned: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| vec![u8::try_from(i % 251).unwrap(); usize::try_from(i % 7).unwrap()])
+            .collect();
+        let parts: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        write_all_vectored_at(&file, &parts, 4).unwrap();
+        let expected: Vec<u8> = b"keep".iter().copied().chain(owned.concat()).collect();
+        check!(std::fs::read(&path).unwrap() == expected);
+        // A later write at an earlier position overwrites in place.
+        write_all_vectored_at(&file, &[b"KE", b"EP"], 0).unwrap();
+        check!(std::fs::read(&path).unwrap().get(..4) == Some(&b"KEEP"[..]));
+    }
 
     #[test]
     fn a_retired_file_is_read_after_its_name_is_replaced_or_removed() {
