@@ -4,8 +4,11 @@
 //!
 //! Async workers must never wait on the disk: a worker stuck in an fsync
 //! stalls every connection it serves. Keeping the hop in one place makes
-//! that rule checkable (`grep spawn_blocking` finds only this file) and
-//! gives one place to count, name or bound the work later.
+//! that rule checkable (a test below fails if any other file of the
+//! broker's sources calls `spawn_blocking`) and gives one place to count,
+//! name or bound the work later. The library crates the broker builds on
+//! (`krabka-log`, `krabka-remote-storage`, ...) are synchronous by design
+//! and leave the hop to their caller.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -60,5 +63,33 @@ mod tests {
             let _ = tx.send(5);
         });
         check!(rx.await.unwrap() == 5);
+    }
+
+    #[test]
+    fn no_other_source_file_of_the_broker_enters_the_blocking_pool() {
+        fn visit(dir: &std::path::Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    visit(&path, found);
+                } else if path.extension().is_some_and(|e| e == "rs")
+                    && !path.ends_with("src/blocking.rs")
+                    && std::fs::read_to_string(&path)
+                        .unwrap()
+                        .contains(concat!("spawn", "_blocking"))
+                {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+        let mut found = Vec::new();
+        visit(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        check!(
+            found.is_empty(),
+            "use crate::blocking::run instead in {found:?}"
+        );
     }
 }

@@ -707,7 +707,7 @@ pub async fn run(args: ConsumeArgs) -> Result<(), CliError> {
         drain(&mut formatting, &tx, 0).await?;
     }
     drop(tx);
-    let written_result = tokio::task::spawn_blocking(move || writer.join())
+    let written_result = krabka_broker::blocking::run(move || writer.join())
         .await
         .map_err(|e| CliError::Failed(format!("writer: {e}")))?
         .map_err(|_| CliError::Failed("the output writer panicked".into()))?;

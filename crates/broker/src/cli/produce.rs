@@ -324,7 +324,7 @@ pub async fn run(args: ProduceArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Failed(format!("acknowledgements: {e}")))?;
     producer.close().await;
     bar.finish_and_clear();
-    let read = tokio::task::spawn_blocking(move || reader.join())
+    let read = krabka_broker::blocking::run(move || reader.join())
         .await
         .map_err(|e| CliError::Failed(format!("reader: {e}")))?
         .map_err(|_| CliError::Failed("the input reader panicked".into()))?;

@@ -182,7 +182,7 @@ impl ClusterNode {
         // Known before the registry shows it, so Metadata never names a
         // topic without its partitions' brokers.
         *self.lock_metadata() = snapshot.clone();
-        tokio::task::spawn_blocking(move || apply(&applying, node, &snapshot))
+        crate::blocking::run(move || apply(&applying, node, &snapshot))
             .await
             .map_err(|e| BrokerError::Task(e.to_string()))?;
         Ok(())

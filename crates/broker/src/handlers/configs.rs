@@ -610,7 +610,7 @@ async fn alter_resource(
             let prepared = if tls_changed {
                 let broker = Arc::clone(broker);
                 let (name, next) = (name.clone(), next.clone());
-                let prepared = tokio::task::spawn_blocking(move || {
+                let prepared = crate::blocking::run(move || {
                     let node = broker.config.node_id.to_string();
                     let (per_broker, defaults) = if name.is_empty() {
                         (broker.registry.broker_configs(&node), next)
@@ -674,7 +674,7 @@ async fn alter_resource(
                 return Ok(());
             }
             let broker = Arc::clone(broker);
-            tokio::task::spawn_blocking(move || -> Result<(), Refusal> {
+            crate::blocking::run(move || -> Result<(), Refusal> {
                 broker
                     .registry
                     .set_group_configs(&name, next.clone())

@@ -200,7 +200,7 @@ pub async fn handle(
                 })
                 .collect();
             let b = Arc::clone(broker);
-            let results = tokio::task::spawn_blocking(move || match &b.security.authorizer {
+            let results = crate::blocking::run(move || match &b.security.authorizer {
                 Some(authorizer) => authorizer.create(&bindings),
                 None => Vec::new(),
             })
@@ -305,7 +305,7 @@ pub async fn handle(
                 .map(|(f, _)| f.clone())
                 .collect();
             let b = Arc::clone(broker);
-            let deleted = tokio::task::spawn_blocking(move || match &b.security.authorizer {
+            let deleted = crate::blocking::run(move || match &b.security.authorizer {
                 Some(authorizer) => authorizer.delete(&valid).map_err(|e| e.to_string()),
                 None => Ok(Vec::new()),
             })
@@ -434,11 +434,10 @@ pub async fn handle(
                 })
                 .collect();
             let b = Arc::clone(broker);
-            let results = tokio::task::spawn_blocking(move || {
-                b.security.scram.alter(&deletions, &upsertions)
-            })
-            .await
-            .map_err(|e| format!("AlterUserScramCredentials task failed: {e}"))?;
+            let results =
+                crate::blocking::run(move || b.security.scram.alter(&deletions, &upsertions))
+                    .await
+                    .map_err(|e| format!("AlterUserScramCredentials task failed: {e}"))?;
             let mut response = AlterUserScramCredentialsResponse::default();
             response.results = results
                 .into_iter()
