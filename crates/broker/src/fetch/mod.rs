@@ -6,8 +6,9 @@
 //! (a session's order for an incremental fetch, see [`session`]). A
 //! partition whose data lies in a slower store (the remote tier) hands back
 //! a future; those run side by side and are awaited together, each bounded
-//! by its store, so a slow one never holds up the partitions that were read
-//! at once. If fewer than `min_bytes` came back and `max_wait_ms` has not
+//! by its store. A slow one never holds up the partitions that were read at
+//! once: when those have data, the slower reads get until the fetch's
+//! deadline and then answer empty (the client asks again). If fewer than `min_bytes` came back and `max_wait_ms` has not
 //! passed, the fetch parks on the partitions it reads — an append elsewhere
 //! on the broker does not wake it — and reads again when one of them
 //! changes, or answers at the deadline.
@@ -146,7 +147,13 @@ struct Attempt {
 
 /// Reads every slot once: the local reads in one trip to the blocking
 /// pool, then the slower reads side by side.
-async fn read_once(broker: &Broker, slots: &[Slot], limit: usize, isolation: Isolation) -> Attempt {
+async fn read_once(
+    broker: &Broker,
+    slots: &[Slot],
+    limit: usize,
+    isolation: Isolation,
+    deadline: Instant,
+) -> Attempt {
     let wanted_total: usize = slots
         .iter()
         .filter(|s| s.target.is_ok())
@@ -227,15 +234,29 @@ async fn read_once(broker: &Broker, slots: &[Slot], limit: usize, isolation: Iso
         });
     }
     if !later.is_empty() {
-        let (indexes, futures): (Vec<_>, Vec<_>) = later
-            .into_iter()
-            .map(|(i, future, target)| (i, async move { (future.await, target) }))
-            .unzip();
-        for (i, (result, target)) in indexes.into_iter().zip(join_all(futures).await) {
+        // With local data in hand, a slower store has until the fetch's
+        // deadline; then its partitions answer empty and the client asks
+        // again. With nothing else to send, the fetch waits for it (each
+        // store bounds its own reads, e.g. `remote.fetch.max.wait.ms`).
+        let ready: usize = outcomes.iter().flatten().map(Outcome::bytes).sum();
+        let cut = (ready > 0).then_some(deadline);
+        let futures = later.into_iter().map(|(i, future, target)| async move {
+            let result = match cut {
+                Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+                None => Some(future.await),
+            };
+            (i, result, target)
+        });
+        for (i, result, target) in join_all(futures).await {
             if let Some(slot) = outcomes.get_mut(i) {
                 *slot = Some(match result {
-                    Ok(r) => Outcome::Data(r),
-                    Err(e) => Outcome::Failed(e.kafka_error_code(), Some(target.offsets())),
+                    Some(Ok(r)) => Outcome::Data(r),
+                    Some(Err(e)) => Outcome::Failed(e.kafka_error_code(), Some(target.offsets())),
+                    None => Outcome::Data(ReadResult {
+                        records: Bytes::new(),
+                        aborted: None,
+                        offsets: target.offsets(),
+                    }),
                 });
             }
         }
@@ -398,7 +419,7 @@ pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) ->
         for w in &mut woken {
             w.as_mut().enable();
         }
-        let attempt = read_once(broker, &slots, limit, isolation).await;
+        let attempt = read_once(broker, &slots, limit, isolation, deadline).await;
         let total: usize = attempt.outcomes.iter().map(Outcome::bytes).sum();
         let any_error = attempt
             .outcomes

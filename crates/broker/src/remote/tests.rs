@@ -836,3 +836,72 @@ async fn a_stuck_remote_read_neither_delays_local_fetches_nor_queues_without_bou
         check!(decode(data.records.as_ref().unwrap())[0].offset == 0);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_remote_read_answers_empty_at_the_deadline_beside_local_data() {
+    let open = Arc::new((Mutex::new(false), Condvar::new()));
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let (gate, count) = (Arc::clone(&open), Arc::clone(&waiting));
+    let h = harness_with(&[("remote.fetch.max.wait.ms", "60000")], move |inner| {
+        Arc::new(GatedReads {
+            inner,
+            open: gate,
+            waiting: count,
+        })
+    });
+    let slow = h.topic("slow", &[]).await;
+    for n in 0..20 {
+        append(&slow, batch(&format!("b{n}"), 1_000, None));
+    }
+    h.pass().await;
+    check!(slow.local_log().log_start_offset() > 0);
+    // Created after the pass: its data stays on local disk.
+    let fast = h.topic("fast", &[]).await;
+    append(&fast, batch("f", 1_000, None));
+
+    // One fetch of both: the tier is stuck, the local partition has data.
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = 300;
+    request.min_bytes = 1;
+    request.max_bytes = 4 << 20;
+    request.session_epoch = -1;
+    for topic in ["slow", "fast"] {
+        let mut t = FetchTopic::default();
+        t.topic = TopicName(StrBytes::from_string(topic.to_owned()));
+        let mut part = FetchPartition::default();
+        part.partition_max_bytes = 1 << 20;
+        t.partitions.push(part);
+        request.topics.push(t);
+    }
+    // Real time: the tier's reads run on OS threads, which a paused clock
+    // would not wait for. The deadline is 300 ms, the tier's own bound 60 s.
+    let started = std::time::Instant::now();
+    let response = handle_fetch(&h.broker, 12, request).await;
+    let waited = started.elapsed();
+    check!(waited >= std::time::Duration::from_millis(300));
+    check!(waited < std::time::Duration::from_secs(30));
+    until(
+        || waiting.load(Ordering::Acquire) == 1,
+        "the remote read to reach the tier",
+    )
+    .await;
+    let (slow_data, fast_data) = (
+        &response.responses[0].partitions[0],
+        &response.responses[1].partitions[0],
+    );
+    check!(slow_data.error_code == 0);
+    check!(slow_data.records.as_ref().is_none_or(Bytes::is_empty));
+    check!(slow_data.log_start_offset == 0);
+    check!(fast_data.error_code == 0);
+    check!(
+        decode(fast_data.records.as_ref().unwrap()).len() == usize::try_from(PER_BATCH).unwrap()
+    );
+
+    // Once the tier answers, the remote partition is read as before.
+    let (lock, cv) = &*open;
+    *lock.lock().unwrap() = true;
+    cv.notify_all();
+    let data = fetch(&h, "slow", 0, 0).await;
+    check!(data.error_code == 0);
+    check!(decode(data.records.as_ref().unwrap())[0].offset == 0);
+}
