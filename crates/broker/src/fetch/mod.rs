@@ -508,17 +508,18 @@ fn for_old_fetch_version(broker: &Broker, version: i16, slots: &[Slot], outcomes
         let Outcome::Data(read) = outcome else {
             continue;
         };
-        let name = match &slot.key.0 {
-            TopicRef::Name(n) => n.clone(),
-            TopicRef::Id(id) => match broker.registry.by_id(*id) {
-                Some(meta) => meta.name,
-                None => continue,
-            },
+        // The topic's effective `compression.type`, whatever stores it.
+        let meta = match &slot.key.0 {
+            TopicRef::Name(n) => broker.registry.get(n),
+            TopicRef::Id(id) => broker.registry.by_id(*id),
         };
-        let Some(partition) = broker.partitions.get(&name, slot.key.1) else {
+        let Some(meta) = meta else {
             continue;
         };
-        let compression = partition.local_log().config().compression_type;
+        let compression =
+            crate::topics::config::log_config(&broker.config, &broker.registry, &meta.configs)
+                .0
+                .compression_type;
         let records = std::mem::take(&mut read.records);
         match convert::for_fetch_version(version, compression, records) {
             Ok(records) => read.records = records,

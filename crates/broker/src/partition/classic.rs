@@ -19,11 +19,8 @@ use {
     crate::{blocking, remote::read::TimestampQuery},
     bytes::Bytes,
     krabka_log::{LogError, ProducerSummary, TimestampOffset},
-    std::{
-        sync::Arc,
-        time::{Duration, Instant},
-    },
-    tokio::sync::Notify,
+    std::{sync::Arc, time::Duration},
+    tokio::{sync::Notify, time::Instant},
 };
 
 /// How long an offset lookup on a tiered partition waits for its remote

@@ -170,6 +170,25 @@ async fn a_partition_whose_remote_metadata_is_loading_refuses_below_its_local_st
     check!(read(&p, 0, Isolation::ReadUncommitted).await.unwrap().1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_offset_lookup_waits_ten_seconds_for_the_remote_metadata_then_is_retriable() {
+    let h = harness();
+    let p = tiered(&h, "never-loaded").await;
+    p.publish_tier_offsets(TierOffsets::default());
+    let started = tokio::time::Instant::now();
+    let earliest = p
+        .list_offset(OffsetQuery::Earliest, Isolation::ReadUncommitted)
+        .await;
+    check!(matches!(earliest, Err(StorageError::Loading)));
+    check!(
+        earliest.unwrap_err().kafka_error_code() == 5,
+        "LEADER_NOT_AVAILABLE"
+    );
+    let waited = started.elapsed();
+    check!(waited >= std::time::Duration::from_secs(10));
+    check!(waited < std::time::Duration::from_secs(11));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_delete_records_floor_survives_a_broker_restart() {
     let h = harness();
