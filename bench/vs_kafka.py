@@ -14,8 +14,8 @@ under the same parent, so on the same disk — and drives both with:
 * kcat, a librdkafka client (librdkafka's defaults except `acks`):
   `yes | head -n N | kcat -P` to produce, `kcat -C -e` to consume.
 
-After each start, an unmeasured kcat produce and consume (--warmup-bytes)
-lets Kafka's JIT compile its hot paths; ProducerPerformance's figures are
+After each start, an unmeasured produce and consume with each client
+(--warmup-bytes) lets Kafka's JIT compile its hot paths; ProducerPerformance's figures are
 its steady-state line (after --warmup-records: a fifth of the records, two
 seconds of the latency rows), so the client's own JIT is left out too.
 
@@ -249,21 +249,27 @@ def label(size):
     return "1 KiB" if size == 1024 else "%d B" % size
 
 
-def warm_up(bootstrap, nbytes):
-    """Unmeasured kcat produce and consume of 1 KiB records, so Kafka's JIT
-    has compiled its hot paths before the first row (Krabka has none)."""
+def warm_up(bootstrap, nbytes, clients):
+    """Unmeasured produce and consume of 1 KiB records with each client, so
+    Kafka's JIT has compiled the paths each client's requests take before
+    the first row (Krabka has no JIT; it gets the same load)."""
     records = int(nbytes // 1024)
-    if records:
-        create_topic(bootstrap, "warm-up", 1)
-        kcat_produce(bootstrap, "warm-up", 1024, records, "1")
-        kcat_consume(bootstrap, "warm-up", 1024, records)
-        delete_topics(bootstrap, ["warm-up"])
+    for client in clients if records else ():
+        topic = "warm-up-" + client
+        create_topic(bootstrap, topic, 1)
+        if client == "java":
+            java_produce(bootstrap, topic, 1024, records, "1", records // 5)
+            java_consume(bootstrap, topic, 1024, records)
+        else:
+            kcat_produce(bootstrap, topic, 1024, records, "1")
+            kcat_consume(bootstrap, topic, 1024, records)
+        delete_topics(bootstrap, [topic])
 
 
 def run_target(target, args, results, round_no):
     """Every row against one running broker; adds (MB/s, CPU-s/GB, RSS) per row."""
     bs = target.bootstrap
-    warm_up(bs, args.warmup_bytes)
+    warm_up(bs, args.warmup_bytes, args.clients)
 
     def record(key, mb_s, moved, m, extra=None):
         entry = {"mb_s": mb_s, "cpu_gb": m.cpu / (moved / 1e9), "rss": m.rss.peak}
@@ -362,7 +368,7 @@ def main():
     parser.add_argument("--latency-seconds", type=float, default=10.0,
                         help="measured seconds of each latency row (after 2 s of warm-up)")
     parser.add_argument("--warmup-bytes", type=float, default=2e8,
-                        help="unmeasured kcat produce+consume after each broker start")
+                        help="unmeasured produce+consume with each client after each broker start")
     parser.add_argument("--dir", default=None, help="parent of both brokers' data dirs (default: $TMPDIR)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 1 round, 100 MB, 1 KiB, 1 partition, acks=1, 2 s of latency")
