@@ -325,8 +325,8 @@ def med(entries, field):
 
 
 def report(results, args):
-    print("| row (client) | Kafka MB/s | Krabka MB/s | K/K | Kafka CPU-s/GB | Krabka CPU-s/GB | K/K "
-          "| Kafka peak RSS | Krabka peak RSS | K/K |")
+    print("| row (client) | Kafka MB/s | Krabka MB/s | Krabka/Kafka | Kafka CPU-s/GB | Krabka CPU-s/GB "
+          "| Krabka/Kafka | Kafka peak RSS | Krabka peak RSS | Krabka/Kafka |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for key, by in results.items():
         if "Kafka" not in by or "Krabka" not in by or key.startswith("latency"):
