@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -36,6 +37,33 @@ def wait_until(predicate, what, timeout=WAIT, step=0.001):
             return time.monotonic()
         time.sleep(step)
     raise RuntimeError("timed out waiting for " + what)
+
+
+def frame(api_key, version, correlation, body, flexible):
+    """A size-prefixed Kafka request (header v1, or v2 when `flexible`,
+    client id "bench") around an encoded `body`, for hand-made connections."""
+    client_id = b"bench"
+    header = struct.pack(">hhih", api_key, version, correlation, len(client_id)) + client_id
+    if flexible:
+        header += b"\x00"  # no tagged fields
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock):
+    """The next size-prefixed response on `sock` (without its size);
+    ConnectionError if the broker closes the connection first."""
+    def exact(n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    (n,) = struct.unpack(">i", exact(4))
+    return exact(n)
 
 
 def cpu_seconds(pid):

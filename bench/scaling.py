@@ -26,12 +26,11 @@ import argparse
 import os
 import shutil
 import socket
-import struct
 import sys
 import tempfile
 import time
 
-from benchlib import WAIT, open_fds, rss_bytes, wait_until
+from benchlib import WAIT, frame, open_fds, read_frame, rss_bytes, wait_until
 from startup import data_size, raise_nofile
 from vs_kafka import KafkaTarget, KrabkaTarget, Measure, create_topic, end_offsets, java_produce
 
@@ -40,7 +39,9 @@ DISK_MARGIN = 4e9  # bytes a data-size row must leave free
 
 def partitions_row(kind, parent, count, nbytes):
     """(MB/s, CPU-s/GB, peak RSS, RSS after, descriptors) of one produce run."""
-    target = kind(parent)
+    # Krabka refuses more than 1,000 new partitions in one request by
+    # default (krabka.max.partitions.per.request); Kafka has no such budget.
+    target = kind(parent, {"krabka.max.partitions.per.request": "4000"}) if kind is KrabkaTarget else kind(parent)
     try:
         records = int(nbytes // 1024)
         create_topic(target.bootstrap, "scale", count)
@@ -52,23 +53,6 @@ def partitions_row(kind, parent, count, nbytes):
         return mb_s, m.cpu / (records * 1024 / 1e9), m.rss.peak, rss_bytes(target.pid), open_fds(target.pid)
     finally:
         target.stop()
-
-
-def api_versions_v0(correlation_id):
-    """An ApiVersions v0 request (header v1, client id "idle"), size-prefixed."""
-    client = b"idle"
-    body = struct.pack(">hhih", 18, 0, correlation_id, len(client)) + client
-    return struct.pack(">i", len(body)) + body
-
-
-def read_exactly(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise RuntimeError("the broker closed an idle connection")
-        data += chunk
-    return data
 
 
 def settled(pid, quiet=1.0):
@@ -98,9 +82,8 @@ def connections_row(kind, parent, count):
         for i in range(count):
             s = socket.create_connection((host, int(port)), timeout=WAIT)
             socks.append(s)
-            s.sendall(api_versions_v0(i))
-            size = struct.unpack(">i", read_exactly(s, 4))[0]
-            read_exactly(s, size)
+            s.sendall(frame(18, 0, i, b"", False))  # ApiVersions v0
+            read_frame(s)
         opened = time.monotonic() - began
         with_them = rss_bytes(target.pid), open_fds(target.pid)
         return before, with_them, opened

@@ -96,10 +96,10 @@ class KrabkaTarget:
 
     name = "Krabka"
 
-    def __init__(self, parent):
+    def __init__(self, parent, settings=None):
         self.dir = tempfile.mkdtemp(prefix="krabka-", dir=parent)
         try:
-            self.broker = Broker(directory=self.dir)
+            self.broker = Broker(settings, directory=self.dir)
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
