@@ -1,6 +1,7 @@
 """Shared pieces of the benchmark scripts: a release broker on a free
-127.0.0.1 port with a temporary data directory, bounded waits, and sampling
-of the broker's resident memory.
+127.0.0.1 port with a temporary data directory, bounded waits, and a
+process's CPU time, resident memory and descriptors read from /proc (any
+broker's: Krabka's or Apache Kafka's JVM).
 
 Every script here starts its own broker (`target/release/krabka`, or
 $KRABKA_BIN) and stops it again, so a run never touches anything else.
@@ -10,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -47,6 +49,57 @@ def wait_until(predicate, what, timeout=WAIT, step=0.001):
     raise RuntimeError("timed out waiting for " + what)
 
 
+def frame(api_key, version, correlation, body, flexible):
+    """A size-prefixed Kafka request (header v1, or v2 when `flexible`,
+    client id "bench") around an encoded `body`, for hand-made connections."""
+    client_id = b"bench"
+    header = struct.pack(">hhih", api_key, version, correlation, len(client_id)) + client_id
+    if flexible:
+        header += b"\x00"  # no tagged fields
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock):
+    """The next size-prefixed response on `sock` (without its size);
+    ConnectionError if the broker closes the connection first."""
+    def exact(n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    (n,) = struct.unpack(">i", exact(4))
+    return exact(n)
+
+
+def cpu_seconds(pid):
+    """User plus system CPU seconds the process has used so far, all its
+    threads included (/proc/<pid>/stat fields utime and stime)."""
+    with open("/proc/%d/stat" % pid) as f:
+        # The command name may hold spaces: the fields follow its ")".
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid, field="VmRSS"):
+    """A memory figure of /proc/<pid>/status in bytes: VmRSS (resident
+    now) or VmHWM (the resident high-water mark since the process began)."""
+    with open("/proc/%d/status" % pid) as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def open_fds(pid):
+    """Open file descriptors of the process (/proc/<pid>/fd)."""
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
 class Broker:
     """One `krabka serve` process with its own data directory."""
 
@@ -80,15 +133,15 @@ class Broker:
             except OSError:
                 return False
 
-        wait_until(listening, "the broker to listen", step=0.05)
+        try:
+            wait_until(listening, "the broker to listen", step=0.05)
+        except BaseException:  # a failed start or Ctrl-C leaves no broker behind
+            self.stop()
+            raise
 
     def rss_bytes(self):
         """The broker's resident set size now, in bytes."""
-        with open("/proc/%d/status" % self.process.pid) as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        return 0
+        return rss_bytes(self.process.pid)
 
     def stop(self):
         """SIGTERM, a bounded wait, then the data directory is removed
@@ -107,10 +160,10 @@ class Broker:
 
 class RssSampler:
     """Samples a broker's RSS every `interval` seconds while in a `with` block;
-    `peak` is the largest sample."""
+    `peak` is the largest sample. `broker` is a `Broker` or a process id."""
 
     def __init__(self, broker, interval=0.05):
-        self.broker = broker
+        self.broker = broker if hasattr(broker, "rss_bytes") else _Pid(broker)
         self.interval = interval
         self.peak = 0
         self._stop = threading.Event()
@@ -132,3 +185,13 @@ class RssSampler:
         self._stop.set()
         self._thread.join()
         return False
+
+
+class _Pid:
+    """A process id seen as something with an RSS (for `RssSampler`)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def rss_bytes(self):
+        return rss_bytes(self.pid)

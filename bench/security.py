@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import KRABKA_BIN, Broker, free_port
+from benchlib import KRABKA_BIN, Broker, frame, free_port, read_frame
 from broker import confluent_consume, confluent_latency, confluent_produce
 
 ADMIN_PASSWORD = "admin-secret"
@@ -88,29 +88,6 @@ def client(broker, listener, user="admin", mechanism="SCRAM-SHA-512", password=A
 
 
 # --- SCRAM connection setup, by hand -------------------------------------------------
-
-def frame(api_key, version, correlation, body, flexible):
-    client_id = b"bench"
-    header = struct.pack(">hhih", api_key, version, correlation, len(client_id)) + client_id
-    if flexible:
-        header += b"\x00"  # no tagged fields
-    payload = header + body
-    return struct.pack(">i", len(payload)) + payload
-
-
-def read_frame(sock):
-    def exact(n):
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return data
-
-    (n,) = struct.unpack(">i", exact(4))
-    return exact(n)
-
 
 def uvarint(n):
     out = b""

@@ -138,13 +138,17 @@ def log4j2_config(level="WARN"):
 TOOL_JVM_OPTS = ["-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto"]
 
 
-def run_tool(main_class, args, timeout=120, input=None, version=KAFKA_VERSION, check=True, env=None):
+def run_tool(main_class, args, timeout=120, input=None, version=KAFKA_VERSION, check=True, env=None,
+             jvm_opts=None):
     """Runs one of Kafka's command-line tools (``main_class``) with ``args``.
+
+    ``jvm_opts`` replaces the quick-start JVM options (the benchmark's load
+    generators want the full JIT and a larger heap).
 
     Returns the CompletedProcess (``stdout``/``stderr`` as text). With
     ``check``, a non-zero exit raises RuntimeError with both streams.
     """
-    cmd = [java()] + TOOL_JVM_OPTS + [
+    cmd = [java()] + (TOOL_JVM_OPTS if jvm_opts is None else list(jvm_opts)) + [
         "-Dlog4j2.configurationFile=" + log4j2_config("WARN"),
         "-cp", classpath("kafka", version), main_class,
     ] + list(args)
