@@ -22,16 +22,6 @@ KRABKA_BIN = os.environ.get("KRABKA_BIN", os.path.join(ROOT, "target", "release"
 WAIT = 60  # seconds any single wait may take
 
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    """utime + stime of process `pid` so far, in seconds (from /proc)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def free_port():
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:
