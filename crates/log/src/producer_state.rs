@@ -567,6 +567,26 @@ mod tests {
         h
     }
 
+    #[test]
+    fn a_snapshot_claiming_more_entries_than_its_bytes_is_corrupt() {
+        // A valid CRC over a body whose count says 2^31 - 1 entries.
+        let mut body = i32::MAX.to_be_bytes().to_vec();
+        body.extend_from_slice(&[0u8; 90]);
+        let mut raw = SNAPSHOT_VERSION.to_be_bytes().to_vec();
+        raw.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        raw.extend_from_slice(&body);
+        let path = Path::new("00000000000000000000.snapshot");
+        let err = ProducerStateManager::decode_snapshot(path, &raw).unwrap_err();
+        check!(err.to_string().contains("do not hold"));
+        // A negative count too.
+        let mut body = (-1i32).to_be_bytes().to_vec();
+        body.extend_from_slice(&[0u8; 4]);
+        let mut raw = SNAPSHOT_VERSION.to_be_bytes().to_vec();
+        raw.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        raw.extend_from_slice(&body);
+        check!(ProducerStateManager::decode_snapshot(path, &raw).is_err());
+    }
+
     fn stage(
         m: &mut ProducerStateManager,
         h: &BatchHeader,

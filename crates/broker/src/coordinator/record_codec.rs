@@ -307,3 +307,43 @@ impl<'a> Reader<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use {super::*, assert2::check};
+
+    #[test]
+    fn counts_and_lengths_larger_than_the_bytes_left_are_refused_before_allocating() {
+        // An array claiming 2^31 - 1 elements in a 100-byte record.
+        let mut classic = BytesMut::new();
+        classic.put_i32(i32::MAX);
+        classic.put_slice(&[0u8; 96]);
+        check!(Reader::new(&classic).array_len(false).is_err());
+        // The same as a compact (flexible) count.
+        let mut compact = BytesMut::new();
+        put_uvarint(&mut compact, u64::from(u32::MAX));
+        compact.put_slice(&[0u8; 96]);
+        check!(Reader::new(&compact).array_len(true).is_err());
+        // A string and bytes longer than what is left.
+        let mut string = BytesMut::new();
+        string.put_i16(i16::MAX);
+        string.put_slice(b"short");
+        check!(Reader::new(&string).string(false).is_err());
+        let mut bytes = BytesMut::new();
+        bytes.put_i32(i32::MAX);
+        check!(Reader::new(&bytes).bytes(false).is_err());
+        // A tagged-field section claiming 2^63 fields ends at the bytes left.
+        let mut tagged = BytesMut::new();
+        put_uvarint(&mut tagged, 1 << 63);
+        tagged.put_slice(&[1, 0, 2, 0]);
+        check!(Reader::new(&tagged).tagged_fields().is_err());
+        // Null and in-range counts still decode.
+        let mut ok = BytesMut::new();
+        ok.put_i32(-1);
+        ok.put_i32(2);
+        ok.put_slice(&[7, 8]);
+        let mut r = Reader::new(&ok);
+        check!(r.nullable_array_len(false).unwrap().is_none());
+        check!(r.array_len(false).unwrap() == 2);
+    }
+}
