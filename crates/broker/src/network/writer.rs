@@ -201,3 +201,105 @@ pub async fn write_parts<W: SendFile>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        assert2::check,
+        std::{io::Write, sync::Arc},
+        tokio::{
+            io::AsyncReadExt,
+            net::{TcpListener, TcpStream},
+        },
+    };
+
+    /// A connected pair: the broker's owned write half, and the client.
+    async fn pair() -> (OwnedWriteHalf, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (_read, write) = server.into_split();
+        (write, client)
+    }
+
+    /// A file holding `junk` then `body`, and the slice of `body`.
+    fn file_with(dir: &tempfile::TempDir, junk: usize, body: &[u8]) -> FileSlice {
+        let path = dir.path().join("00000000000000000000.log");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&vec![b'j'; junk]).unwrap();
+        f.write_all(body).unwrap();
+        let file = Arc::new(std::fs::File::open(&path).unwrap());
+        FileSlice::new(file, junk as u64, body.len() as u64)
+    }
+
+    #[tokio::test]
+    async fn bytes_and_a_large_slice_arrive_in_order_through_a_full_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let body: Vec<u8> = (0..32 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let slice = file_with(&dir, 4096 + 17, &body);
+        let (mut write, mut client) = pair().await;
+        let parts = Parts::new(
+            vec![
+                Part::Bytes(Bytes::from_static(b"head")),
+                Part::File(slice),
+                Part::Bytes(Bytes::from_static(b"tail")),
+            ],
+            None,
+        );
+        let want_len = 8 + body.len();
+        // The reader starts late: sendfile meets a full socket and waits.
+        let reader = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let mut got = vec![0u8; want_len];
+            client.read_exact(&mut got).await.unwrap();
+            got
+        });
+        let mut out = BufWriter::new(&mut write);
+        write_parts(&mut out, &parts).await.unwrap();
+        out.flush().await.unwrap();
+        let got = reader.await.unwrap();
+        check!(got.get(..4) == Some(&b"head"[..]));
+        check!(got.get(4..4 + body.len()) == Some(&body[..]));
+        check!(got.get(4 + body.len()..) == Some(&b"tail"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_file_cut_under_the_slice_ends_the_answer_with_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let slice = file_with(&dir, 10, &[7u8; 1000]);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("00000000000000000000.log"))
+            .unwrap()
+            .set_len(500)
+            .unwrap();
+        let (mut write, mut client) = pair().await;
+        let parts = Parts::new(vec![Part::File(slice)], None);
+        let mut out = BufWriter::new(&mut write);
+        let end = write_parts(&mut out, &parts).await.unwrap_err();
+        check!(
+            matches!(&end, WriteEnd::Close(reason) if reason.contains("segment file ends at byte 500"))
+        );
+        drop(out);
+        drop(write);
+        // The client got the bytes that existed, then the end: never others.
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        check!(got == vec![7u8; 490]);
+    }
+
+    #[tokio::test]
+    async fn a_peer_gone_mid_answer_is_a_write_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let slice = file_with(&dir, 0, &vec![1u8; 16 << 20]);
+        let (mut write, client) = pair().await;
+        drop(client);
+        let parts = Parts::new(vec![Part::File(slice)], None);
+        let mut out = BufWriter::new(&mut write);
+        let end = write_parts(&mut out, &parts).await.unwrap_err();
+        check!(matches!(end, WriteEnd::Io(_)));
+    }
+}
