@@ -116,6 +116,12 @@ pub const CATALOG: &[MetricDoc] = &[
         "Record batch bytes returned by fetches, per topic (Kafka's BytesOutPerSec).",
     ),
     doc(
+        "krabka_fetch_zero_copy_bytes_total",
+        Kind::Counter,
+        &[],
+        "Record bytes of fetch answers sent from the page cache with sendfile (plain connections; local segments).",
+    ),
+    doc(
         "krabka_fetch_purgatory_size",
         Kind::Gauge,
         &[],
@@ -328,14 +334,27 @@ pub fn messages_in(topic: &str, records: u32) {
 }
 
 /// Counts the record bytes of a Fetch answer per topic (v13+ names topics
-/// by id, resolved through the registry).
-pub fn fetch_answered(broker: &Broker, response: &FetchResponse) {
-    for t in &response.responses {
+/// by id, resolved through the registry), those left in segment files
+/// (`files`) included.
+pub fn fetch_answered(
+    broker: &Broker,
+    response: &FetchResponse,
+    files: &[crate::fetch::zero_copy::FileRecords],
+) {
+    for (i, t) in response.responses.iter().enumerate() {
+        let in_files: u64 = files
+            .iter()
+            .filter(|f| f.topic == i && f.applies_to(response))
+            .map(|f| f.slice.len())
+            .sum();
         let bytes: usize = t
             .partitions
             .iter()
             .map(|p| p.records.as_ref().map_or(0, bytes::Bytes::len))
             .sum();
+        let bytes = u64::try_from(bytes)
+            .unwrap_or(u64::MAX)
+            .saturating_add(in_files);
         if bytes == 0 {
             continue;
         }
@@ -347,9 +366,13 @@ pub fn fetch_answered(broker: &Broker, response: &FetchResponse) {
         } else {
             t.topic.0.to_string()
         };
-        counter!("krabka_bytes_out_total", "topic" => name)
-            .increment(u64::try_from(bytes).unwrap_or(u64::MAX));
+        counter!("krabka_bytes_out_total", "topic" => name).increment(bytes);
     }
+}
+
+/// Record bytes a connection sent with `sendfile`.
+pub fn fetch_zero_copy_bytes(bytes: u64) {
+    counter!("krabka_fetch_zero_copy_bytes_total").increment(bytes);
 }
 
 /// Counts a fetch parked in purgatory for as long as the guard lives.

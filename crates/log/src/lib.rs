@@ -31,6 +31,7 @@ mod cleaner;
 mod clock;
 mod config;
 mod error;
+mod file_slice;
 pub mod index;
 pub mod leader_epoch;
 mod load;
@@ -48,10 +49,13 @@ pub use {
     clock::{Clock, ManualClock, SystemClock},
     config::{CleanerConfig, CleanupPolicy, CompressionType, LogConfig, TimestampType},
     error::LogError,
+    file_slice::FileSlice,
     leader_epoch::EpochEntry,
     log::{Log, tiering::TierableSegment},
     producer_state::ProducerSummary,
     recovery::{CorruptionPolicy, OpenOptions, RecoveryReport},
-    types::{AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, TimestampOffset},
+    types::{
+        AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, SliceInfo, TimestampOffset,
+    },
     validate::RecordError,
 };

@@ -22,7 +22,10 @@ use {
         },
         segment::{self, Segment},
         txn_index::AbortedTxnEntry,
-        types::{AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, TimestampOffset},
+        types::{
+            AbortedTxn, AppendInfo, ControlMarker, ReadInfo, SegmentInfo, SliceInfo,
+            TimestampOffset,
+        },
     },
     bytes::Bytes,
     krabka_ids::LeaderEpoch,
@@ -718,6 +721,52 @@ impl Log {
         max_offset: i64,
         min_one_batch: bool,
     ) -> Result<ReadInfo, LogError> {
+        let (records, log_start_offset, log_end_offset) =
+            self.read_with(start_offset, max_offset, |seg, from| {
+                let records = seg.read(from, max_bytes, max_offset, min_one_batch)?;
+                Ok((!records.is_empty()).then_some(records))
+            })?;
+        Ok(ReadInfo {
+            records: records.unwrap_or_default(),
+            log_start_offset,
+            log_end_offset,
+        })
+    }
+
+    /// [`Log::read`] answered as a slice of the segment's open file instead
+    /// of bytes: the same batches, for a caller that sends them with
+    /// `sendfile`. Only batch headers are read.
+    ///
+    /// # Errors
+    ///
+    /// As [`Log::read`].
+    pub fn read_slice(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<SliceInfo, LogError> {
+        let (records, log_start_offset, log_end_offset) =
+            self.read_with(start_offset, max_offset, |seg, from| {
+                seg.read_slice(from, max_bytes, max_offset, min_one_batch)
+            })?;
+        Ok(SliceInfo {
+            records,
+            log_start_offset,
+            log_end_offset,
+        })
+    }
+
+    /// The segment walk of [`Log::read`]: `read_segment` from the segment
+    /// holding `start_offset` on, until one returns batches, or has a
+    /// batch that did not qualify; with the log start and end offsets.
+    fn read_with<T>(
+        &self,
+        start_offset: i64,
+        max_offset: i64,
+        mut read_segment: impl FnMut(&Segment, i64) -> Result<Option<T>, LogError>,
+    ) -> Result<(Option<T>, i64, i64), LogError> {
         let log_start_offset = self.log_start_offset();
         let log_end_offset = self.log_end_offset();
         if start_offset < log_start_offset || start_offset > log_end_offset {
@@ -727,7 +776,6 @@ impl Log {
                 log_end_offset,
             });
         }
-        let mut records = Bytes::new();
         if start_offset < log_end_offset && start_offset < max_offset {
             let mut from = start_offset;
             for seg in self.segments_from(start_offset) {
@@ -735,9 +783,8 @@ impl Log {
                 if from >= max_offset {
                     break;
                 }
-                records = seg.read(from, max_bytes, max_offset, min_one_batch)?;
-                if !records.is_empty() {
-                    break;
+                if let Some(records) = read_segment(&seg, from)? {
+                    return Ok((Some(records), log_start_offset, log_end_offset));
                 }
                 // Nothing qualifying here; if the next batch exists but did
                 // not fit (or is past max_offset), stop, else try the next segment.
@@ -746,11 +793,7 @@ impl Log {
                 }
             }
         }
-        Ok(ReadInfo {
-            records,
-            log_start_offset,
-            log_end_offset,
-        })
+        Ok((None, log_start_offset, log_end_offset))
     }
 
     /// ListOffsets by timestamp: the first record at or after the log start

@@ -16,8 +16,9 @@ use {
         LogError,
         batch::{self, BatchHeader, HEADER_SIZE},
         checkpoint::file_stem,
+        file_slice::FileSlice,
         index::{OffsetEntry, SparseIndex, TimeEntry},
-        segment_file::SegmentFile,
+        segment_file::{SegmentFile, read_exact_at_uninit},
         txn_index::TxnIndex,
     },
     bytes::{Bytes, BytesMut},
@@ -546,7 +547,8 @@ impl Segment {
             .min(usize::try_from(self.size().saturating_sub(pos)).unwrap_or(usize::MAX));
         // Room for all of it at once (never grown by doubling, which would
         // leave the discarded halves in the allocator's arenas), but only
-        // what is read is written, so untouched room stays unbacked.
+        // what is read is written (never zero-filled first), so untouched
+        // room stays unbacked.
         let mut buf = BytesMut::with_capacity(limit);
         let file = self.file.get()?;
         let mut end = 0usize;
@@ -557,9 +559,7 @@ impl Segment {
             if want == 0 {
                 break;
             }
-            buf.resize(have + want, 0);
-            let target = buf.get_mut(have..).unwrap_or_default();
-            file.read_exact_at(target, pos + have as u64)
+            read_exact_at_uninit(&file, &mut buf, want, pos + have as u64)
                 .map_err(LogError::io(&self.log_path))?;
             let mut done = false;
             while let Some(h) = buf.get(end..).and_then(BatchHeader::parse) {
@@ -586,6 +586,67 @@ impl Segment {
         }
         buf.truncate(end);
         Ok(buf.freeze())
+    }
+
+    /// The batches [`Segment::read`] would return, as a slice of the open
+    /// file instead of bytes: `None` if nothing qualifies. Only batch
+    /// headers are read: the offset index leads past the batches that
+    /// surely qualify (all those before an entry that is within `max_bytes`
+    /// and below `max_offset`), and the headers after it decide the end.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a read error.
+    pub fn read_slice(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<Option<FileSlice>, LogError> {
+        let Some((pos, first)) = self.find_batch(offset)? else {
+            return Ok(None);
+        };
+        if first.last_offset() >= max_offset {
+            return Ok(None);
+        }
+        let first_size = first.size();
+        let max_bytes = u64::try_from(max_bytes).unwrap_or(u64::MAX);
+        if first_size > max_bytes && !min_one_batch {
+            return Ok(None);
+        }
+        // Every batch from `pos` to an index entry qualifies if that entry
+        // starts within `max_bytes` of `pos` and its batch (whose last
+        // offset the entry holds) ends below `max_offset`.
+        let within = pos.saturating_add(max_bytes).min(self.size());
+        let by_bytes = self
+            .offset_index
+            .floor_by(&u32::try_from(within).unwrap_or(u32::MAX), |e| e.position);
+        let by_offset = (max_offset > self.base_offset).then(|| {
+            self.offset_index
+                .floor_by(&self.relative(max_offset - 1), |e| e.relative_offset)
+        });
+        let jump = match (by_bytes, by_offset.flatten()) {
+            (Some(a), Some(b)) => u64::from(a.position.min(b.position)),
+            _ => pos,
+        }
+        .max(pos);
+        let mut end = jump - pos;
+        self.scan_headers(jump, |at, h| {
+            let size = h.size();
+            if at != pos + end
+                || h.last_offset() >= max_offset
+                || (end > 0 && end + size > max_bytes)
+            {
+                return false;
+            }
+            end += size;
+            true
+        })?;
+        if end == 0 {
+            return Ok(None);
+        }
+        Ok(Some(FileSlice::new(self.file.get()?, pos, end)))
     }
 
     /// Rebuilds indexes and stats from the file, from position 0, checking

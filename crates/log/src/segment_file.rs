@@ -16,9 +16,11 @@
 
 use {
     crate::LogError,
+    bytes::BytesMut,
     std::{
         fs::{File, OpenOptions},
         io::{IoSlice, Seek, SeekFrom, Write},
+        os::fd::AsRawFd,
         path::{Path, PathBuf},
         sync::{Arc, RwLock},
     },
@@ -54,6 +56,48 @@ pub(crate) fn write_all_vectored_at(
             Ok(n) => IoSlice::advance_slices(&mut rest, n),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads exactly `len` bytes at `pos` of `file` into the spare capacity of
+/// `buf` (appending them), without zero-filling that room first: a fetch
+/// buffer is written once, by the read. `buf` grows if it lacks the room.
+///
+/// # Errors
+///
+/// The read's error; [`std::io::ErrorKind::UnexpectedEof`] if the file
+/// ends first (what was read stays appended).
+pub(crate) fn read_exact_at_uninit(
+    file: &File,
+    buf: &mut BytesMut,
+    len: usize,
+    pos: u64,
+) -> std::io::Result<()> {
+    buf.reserve(len);
+    let mut done = 0usize;
+    while done < len {
+        let spare = buf.spare_capacity_mut();
+        let want = (len - done).min(spare.len());
+        let at = libc::off_t::try_from(pos + done as u64).map_err(std::io::Error::other)?;
+        // SAFETY: `spare` is writable memory owned by `buf` of at least
+        // `want` bytes; pread writes at most `want` bytes into it.
+        let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), want, at) };
+        match n {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n if n < 0 => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            n => {
+                let n = n.unsigned_abs();
+                // SAFETY: pread initialized the first `n` bytes of the spare room.
+                unsafe { buf.set_len(buf.len() + n) };
+                done += n;
+            }
         }
     }
     Ok(())

@@ -33,6 +33,18 @@ pub struct ReadInfo {
     pub log_end_offset: i64,
 }
 
+/// Result of a read answered as a file slice ([`crate::Log::read_slice`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceInfo {
+    /// The batches [`crate::Log::read`] would have returned, left in their
+    /// segment file; `None` when it would have returned none.
+    pub records: Option<crate::FileSlice>,
+    /// The log start offset at the time of the read.
+    pub log_start_offset: i64,
+    /// The log end offset at the time of the read.
+    pub log_end_offset: i64,
+}
+
 /// An offset found by timestamp (ListOffsets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimestampOffset {

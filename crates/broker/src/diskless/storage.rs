@@ -521,7 +521,7 @@ impl PartitionStorage for DisklessStorage {
                 unavailable(e)
             })?;
             Ok(ReadResult {
-                records,
+                records: records.into(),
                 aborted: (request.isolation == Isolation::ReadCommitted).then(Vec::new),
                 offsets: offsets_of(&found.info),
             })

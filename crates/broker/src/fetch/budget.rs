@@ -1,6 +1,8 @@
 //! The broker-wide fetch memory budget (`krabka.fetch.memory.max.bytes`).
 //!
-//! Kafka sends fetched records straight from the page cache (`sendfile`);
+//! On a plain connection the records of local segments go straight from
+//! the page cache to the socket (`sendfile`, see [`super::zero_copy`]) and
+//! hold no memory; otherwise (TLS, remote tier, diskless, old versions)
 //! Krabka reads them into memory, encodes the response and writes it, so a
 //! fetch costs its bytes about twice while the response is built and once
 //! while it is sent. Without a bound, a few clients asking for 2 GiB each
@@ -8,9 +10,10 @@
 //! broker allocate without limit. As Redpanda does with its fetch memory
 //! units, a fetch first takes units from this budget for the most it may
 //! allocate, waits when they are not free, gives back what it did not use
-//! once it has read, and holds the rest until its response frame has been
-//! written (the units ride on the frame's `Bytes`, see
-//! [`MemoryUnits::attach`]). A parked fetch holds no units.
+//! once it has read (all of a file slice's share), and holds the rest until
+//! its response has been written (the units ride on the frame's `Bytes`,
+//! see [`MemoryUnits::attach`], or on its parts). A parked fetch holds no
+//! units.
 //!
 //! One exception is bounded by the topic's `max.message.bytes`: the single
 //! batch a fetch must return even when it is larger than the fetch's limit

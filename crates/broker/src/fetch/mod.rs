@@ -20,18 +20,28 @@
 //! cannot stall a consumer. Before reading, a fetch takes what it may
 //! allocate from the broker-wide budget ([`budget`]) and holds the bytes it
 //! read until its response has been written.
+//!
+//! On a connection that can send from the page cache (plain TCP, see
+//! [`crate::network::writer`]), and for a version whose records need no
+//! conversion ([`convert`]), local partitions answer with slices of their
+//! segment files instead of bytes: the response is encoded around them
+//! ([`zero_copy`]) and the records go to the socket with `sendfile`,
+//! holding no memory. Remote-tier and diskless reads answer bytes as
+//! before.
 
 pub mod budget;
 pub mod convert;
 pub mod session;
+pub mod zero_copy;
 
 use {
     crate::{
         blocking,
         broker::Broker,
         config::BrokerConfig,
-        network::codec::encode_response,
-        partition::{Isolation, Offsets, PartitionStorage, Read, ReadRequest, ReadResult},
+        handlers::Reply,
+        network::{codec::encode_response, writer::Parts},
+        partition::{Isolation, Offsets, PartitionStorage, Read, ReadRequest, ReadResult, Records},
     },
     budget::MemoryUnits,
     bytes::Bytes,
@@ -47,6 +57,7 @@ use {
     session::{CachedPartition, Sent, SessionPartitions, TopicRef},
     std::{pin::Pin, sync::Arc, time::Duration},
     tokio::time::Instant,
+    zero_copy::FileRecords,
 };
 
 /// Isolation level `READ_COMMITTED` in Fetch and ListOffsets.
@@ -107,9 +118,18 @@ enum Outcome {
 }
 
 impl Outcome {
+    /// Record bytes on the wire.
     fn bytes(&self) -> usize {
         match self {
             Self::Data(r) => r.records.len(),
+            Self::Failed(..) => 0,
+        }
+    }
+
+    /// Record bytes held in memory (none for a file slice).
+    fn memory(&self) -> usize {
+        match self {
+            Self::Data(r) => r.records.memory(),
             Self::Failed(..) => 0,
         }
     }
@@ -146,13 +166,15 @@ struct Attempt {
 }
 
 /// Reads every slot once: the local reads in one trip to the blocking
-/// pool, then the slower reads side by side.
+/// pool, then the slower reads side by side. With `zero_copy`, local reads
+/// answer file slices.
 async fn read_once(
     broker: &Broker,
     slots: &[Slot],
     limit: usize,
     isolation: Isolation,
     deadline: Instant,
+    zero_copy: bool,
 ) -> Attempt {
     let wanted_total: usize = slots
         .iter()
@@ -188,6 +210,7 @@ async fn read_once(
                         .min(budget),
                     min_one_batch: total == 0 && reserved == 0,
                     isolation,
+                    zero_copy,
                 };
                 let read = target.read(&request);
                 match &read {
@@ -253,7 +276,7 @@ async fn read_once(
                     Some(Ok(r)) => Outcome::Data(r),
                     Some(Err(e)) => Outcome::Failed(e.kafka_error_code(), Some(target.offsets())),
                     None => Outcome::Data(ReadResult {
-                        records: Bytes::new(),
+                        records: Bytes::new().into(),
                         aborted: None,
                         offsets: target.offsets(),
                     }),
@@ -270,9 +293,10 @@ async fn read_once(
             ))
         })
         .collect();
-    // Keep what was read (twice while encoding); a batch larger than the
-    // limit (KIP-74) takes its excess if the budget has it.
-    let read: usize = outcomes.iter().map(Outcome::bytes).sum();
+    // Keep what was read into memory (twice while encoding; file slices
+    // hold none); a batch larger than the limit (KIP-74) takes its excess
+    // if the budget has it.
+    let read: usize = outcomes.iter().map(Outcome::memory).sum();
     let needed = read
         .saturating_mul(2)
         .saturating_add(PARTITION_OVERHEAD.saturating_mul(slots.len()));
@@ -286,48 +310,110 @@ async fn read_once(
 /// A fetch's answer and the budget its bytes hold.
 #[derive(Debug)]
 pub struct Fetched {
-    /// The response.
+    /// The response; a partition whose records are in `files` has empty
+    /// records here.
     pub response: FetchResponse,
     /// Units of the fetch memory budget its records hold.
     pub units: Option<MemoryUnits>,
+    /// Records left in segment files, by their place in the response.
+    pub files: Vec<FileRecords>,
 }
 
-/// Handles one Fetch request of version `version`.
+/// Handles one Fetch request of version `version`, with every record in
+/// the response.
 pub async fn handle_fetch(
     broker: &Arc<Broker>,
     version: i16,
     request: FetchRequest,
 ) -> FetchResponse {
-    fetch(broker, version, request).await.response
+    fetch(broker, version, request, false).await.response
 }
 
 /// Handles one Fetch request and encodes its answer, with the
 /// authorization's `fixup` applied (partitions the client may not read);
 /// the frame holds the fetch's memory budget until it has been written.
-///
-/// # Errors
-///
-/// The encoder's refusal, as text.
+/// With `zero_copy` (the connection can send files), local records are
+/// sent from their segment files ([`Reply::Parts`]).
 pub async fn answer(
     broker: &Arc<Broker>,
     version: i16,
     correlation_id: i32,
     request: FetchRequest,
     fixup: crate::security::authorize::Fixup,
-) -> Result<Bytes, String> {
-    let Fetched { response, units } = fetch(broker, version, request).await;
-    let response = fixup.fill(response);
-    crate::metrics::fetch_answered(broker, &response);
-    let frame = encode_response(ApiKey::Fetch, version, correlation_id, &response)?;
-    drop(response);
-    Ok(match units {
-        Some(units) => units.attach(frame),
-        None => frame,
-    })
+    zero_copy: bool,
+) -> Reply {
+    let Fetched {
+        response,
+        mut units,
+        files,
+    } = fetch(broker, version, request, zero_copy).await;
+    let mut response = fixup.fill(response);
+    crate::metrics::fetch_answered(broker, &response, &files);
+    if !files.is_empty() {
+        match zero_copy::encode(version, correlation_id, &response, files) {
+            Ok(parts) => return Reply::Parts(Parts::new(parts, units)),
+            Err(files) => {
+                if let Err(reason) = read_files(&mut response, files, units.as_mut()).await {
+                    return Reply::Close(format!("cannot read fetched records: {reason}"));
+                }
+            }
+        }
+    }
+    match encode_response(ApiKey::Fetch, version, correlation_id, &response) {
+        Ok(frame) => {
+            drop(response);
+            Reply::Frame(match units {
+                Some(units) => units.attach(frame),
+                None => frame,
+            })
+        }
+        Err(reason) => Reply::Close(format!("cannot encode Fetch v{version} response: {reason}")),
+    }
 }
 
-/// Handles one Fetch request; see the module docs.
-pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Fetched {
+/// Reads file records into the response, for a response the zero-copy
+/// encoder cannot write (see [`zero_copy::encode`]); the budget takes
+/// their bytes if it has them.
+async fn read_files(
+    response: &mut FetchResponse,
+    files: Vec<FileRecords>,
+    units: Option<&mut MemoryUnits>,
+) -> Result<(), String> {
+    let read = blocking::run(move || {
+        files
+            .into_iter()
+            .map(|f| f.slice.read().map(|bytes| (f.topic, f.partition, bytes)))
+            .collect::<std::io::Result<Vec<_>>>()
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    let bytes: usize = read.iter().map(|(_, _, b)| b.len()).sum();
+    if let Some(units) = units {
+        let _ = units.try_grow(bytes.saturating_mul(2));
+    }
+    for (topic, partition, records) in read {
+        if let Some(p) = response
+            .responses
+            .get_mut(topic)
+            .and_then(|t| t.partitions.get_mut(partition))
+        {
+            p.records = Some(records);
+        }
+    }
+    Ok(())
+}
+
+/// Handles one Fetch request; see the module docs. With `zero_copy`,
+/// local records may come back as file slices.
+pub async fn fetch(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: FetchRequest,
+    zero_copy: bool,
+) -> Fetched {
+    // Old versions convert records in memory.
+    let zero_copy = zero_copy && version >= convert::ZSTD_MIN_FETCH_VERSION;
     let mut response = FetchResponse::default();
     let by_id = version >= 13;
     let topic_ref = |name: &TopicName, id: uuid::Uuid| {
@@ -384,6 +470,7 @@ pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) ->
                     return Fetched {
                         response,
                         units: None,
+                        files: Vec::new(),
                     };
                 }
             }
@@ -419,7 +506,7 @@ pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) ->
         for w in &mut woken {
             w.as_mut().enable();
         }
-        let attempt = read_once(broker, &slots, limit, isolation, deadline).await;
+        let attempt = read_once(broker, &slots, limit, isolation, deadline, zero_copy).await;
         let total: usize = attempt.outcomes.iter().map(Outcome::bytes).sum();
         let any_error = attempt
             .outcomes
@@ -453,9 +540,10 @@ pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) ->
     // In an incremental session only partitions with news are answered.
     let mut sent = Vec::new();
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut files = Vec::new();
     for (slot, outcome) in slots.into_iter().zip(attempt.outcomes) {
         let bytes = outcome.bytes();
-        let data = partition_data(slot.key.1, outcome, isolation);
+        let (data, file) = partition_data(slot.key.1, outcome, isolation);
         let values = (
             data.high_watermark,
             data.last_stable_offset,
@@ -479,6 +567,7 @@ pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) ->
             TopicRef::Name(n) => (n.clone(), uuid::Uuid::nil()),
             TopicRef::Id(id) => (String::new(), *id),
         };
+        let index = data.partition_index;
         match topics.last_mut() {
             Some(t) if t.topic.0.as_str() == name && t.topic_id == id => t.partitions.push(data),
             _ => {
@@ -489,6 +578,14 @@ pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) ->
                 topics.push(t);
             }
         }
+        if let Some(slice) = file {
+            files.push(FileRecords {
+                topic: topics.len() - 1,
+                partition: topics.last().map_or(0, |t| t.partitions.len() - 1),
+                index,
+                slice,
+            });
+        }
     }
     if session_id != 0 {
         broker.fetch_sessions.record_sent(session_id, &sent);
@@ -498,6 +595,7 @@ pub async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) ->
     Fetched {
         response,
         units: Some(attempt.units),
+        files,
     }
 }
 
@@ -520,15 +618,27 @@ fn for_old_fetch_version(broker: &Broker, version: i16, slots: &[Slot], outcomes
             crate::topics::config::log_config(&broker.config, &broker.registry, &meta.configs)
                 .0
                 .compression_type;
-        let records = std::mem::take(&mut read.records);
+        // These versions read bytes (see `fetch`), never file slices.
+        let Records::Bytes(records) = std::mem::take(&mut read.records) else {
+            *outcome =
+                Outcome::Failed(ResponseError::UnknownServerError.code(), Some(read.offsets));
+            continue;
+        };
         match convert::for_fetch_version(version, compression, records) {
-            Ok(records) => read.records = records,
+            Ok(records) => read.records = Records::Bytes(records),
             Err(code) => *outcome = Outcome::Failed(code, Some(read.offsets)),
         }
     }
 }
 
-fn partition_data(index: i32, outcome: Outcome, isolation: Isolation) -> PartitionData {
+/// The wire struct of one partition's answer, and its records when they
+/// stay in a segment file (the struct then has empty records).
+fn partition_data(
+    index: i32,
+    outcome: Outcome,
+    isolation: Isolation,
+) -> (PartitionData, Option<krabka_log::FileSlice>) {
+    let mut file = None;
     let mut data = PartitionData::default();
     data.partition_index = index;
     data.high_watermark = -1;
@@ -544,7 +654,13 @@ fn partition_data(index: i32, outcome: Outcome, isolation: Isolation) -> Partiti
     match outcome {
         Outcome::Data(read) => {
             set_offsets(&mut data, &read.offsets);
-            data.records = Some(read.records);
+            data.records = Some(match read.records {
+                Records::Bytes(bytes) => bytes,
+                Records::File(slice) => {
+                    file = Some(slice);
+                    Bytes::new()
+                }
+            });
             if isolation == Isolation::ReadCommitted {
                 data.aborted_transactions = Some(
                     read.aborted
@@ -567,7 +683,7 @@ fn partition_data(index: i32, outcome: Outcome, isolation: Isolation) -> Partiti
             }
         }
     }
-    data
+    (data, file)
 }
 
 fn to_partitions(requested: Vec<((TopicRef, i32), i64, i32)>) -> SessionPartitions {

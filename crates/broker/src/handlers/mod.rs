@@ -29,6 +29,9 @@ use {
 pub enum Reply {
     /// Send this frame.
     Frame(Bytes),
+    /// Send this frame made of bytes and file slices (a Fetch answer on a
+    /// plain connection, see [`crate::network::writer`]).
+    Parts(crate::network::writer::Parts),
     /// Send nothing (acks=0 produce).
     Nothing,
     /// Close the connection, logging this reason.
@@ -136,6 +139,7 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
         body,
         peer,
         session: _,
+        zero_copy,
     } = request;
     let correlation_id = header.correlation_id;
     let encoded = match body {
@@ -159,7 +163,9 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
             let queued = produce::queue_produce(broker, version, client_id(&header), r);
             return produce_reply(version, correlation_id, acks, fixup, queued.answer().await);
         }
-        Request::Fetch(r) => fetch::answer(broker, version, correlation_id, r, fixup).await,
+        Request::Fetch(r) => {
+            return fetch::answer(broker, version, correlation_id, r, fixup, zero_copy).await;
+        }
         Request::ListOffsets(r) => encode_response(
             api_key,
             version,

@@ -62,6 +62,7 @@ fn request(api: ApiKey, version: i16, body: Request) -> DecodedRequest {
         body,
         peer: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 40_000))),
         session: None,
+        zero_copy: false,
     }
 }
 

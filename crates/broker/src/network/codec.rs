@@ -78,6 +78,10 @@ pub struct DecodedRequest {
     /// Who sent it, on which listener (set by the connection); `None` for
     /// requests the broker makes of itself, which are not authorized.
     pub session: Option<std::sync::Arc<crate::security::session::Session>>,
+    /// Whether the connection can send records from the page cache (plain
+    /// TCP, see [`super::writer`]): a Fetch answer may then carry file
+    /// slices. Set by the connection.
+    pub zero_copy: bool,
 }
 
 /// Why a frame could not be decoded; the connection is closed with this as
@@ -153,6 +157,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
                 body: Request::ApiVersionsUnsupported,
                 peer: None,
                 session: None,
+                zero_copy: false,
             });
         }
         return Err(DecodeError::UnsupportedVersion {
@@ -176,6 +181,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
         body,
         peer: None,
         session: None,
+        zero_copy: false,
     })
 }
 

@@ -23,7 +23,9 @@
 //! ([`limits::RequestBudget`]), and the time a connection may sit idle or a
 //! request may take to arrive ([`frame`]); running out of file descriptors
 //! only delays accepting ([`fd`]). The per-connection code is generic over
-//! the stream, so a TLS stream serves as well as a TCP one.
+//! the stream's halves, so a TLS stream serves as well as a TCP one; a
+//! plain TCP connection keeps the socket's own write half, whose writer
+//! sends the records of a Fetch answer from the page cache ([`writer`]).
 //!
 //! Each listener has its own accept loop; they share the limits and the
 //! budget. On an SSL or SASL_SSL listener the TLS handshake runs first,
@@ -38,6 +40,7 @@ pub mod fd;
 pub mod frame;
 pub mod limits;
 pub mod read_ahead;
+pub mod writer;
 
 use {
     crate::{
@@ -60,7 +63,7 @@ use {
         time::{Duration, Instant},
     },
     tokio::{
-        io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter},
+        io::{AsyncRead, AsyncWriteExt, BufWriter},
         net::{TcpListener, TcpStream},
         sync::{Semaphore, mpsc, oneshot, watch},
         task::JoinSet,
@@ -267,7 +270,8 @@ async fn secure(
 ) {
     let Some(tls) = &endpoint.tls else {
         let auth = Authenticator::new(Arc::clone(&endpoint), peer, KafkaPrincipal::anonymous());
-        return connection(broker, network, stream, peer, auth, shutdown).await;
+        let (reader, writer) = stream.into_split();
+        return connection(broker, network, reader, writer, peer, auth, shutdown).await;
     };
     let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream));
     let accepted = tokio::select! {
@@ -296,22 +300,25 @@ async fn secure(
         }
     };
     let auth = Authenticator::new(Arc::clone(&endpoint), peer, principal);
-    connection(broker, network, stream, peer, auth, shutdown).await;
+    let (reader, writer) = tokio::io::split(stream);
+    connection(broker, network, reader, writer, peer, auth, shutdown).await;
 }
 
-/// Serves one connection until the peer closes it, a request closes it, or
-/// `shutdown` becomes true.
-async fn connection<S>(
+/// Serves one connection, read through `reader` and answered through
+/// `writer`, until the peer closes it, a request closes it, or `shutdown`
+/// becomes true.
+async fn connection<R, W>(
     broker: Arc<Broker>,
     network: &Network,
-    stream: S,
+    reader: R,
+    writer: W,
     peer: SocketAddr,
     mut auth: Authenticator,
     mut shutdown: watch::Receiver<bool>,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    R: AsyncRead + Unpin + Send + 'static,
+    W: writer::SendFile,
 {
-    let (reader, writer) = tokio::io::split(stream);
     // Pipelined small requests arrive together: one read takes several (a
     // buffer that exists only while bytes wait in it: idle connections
     // hold none).
@@ -350,6 +357,17 @@ async fn connection<S>(
                             return;
                         }
                     }
+                    Ok(Reply::Parts(parts)) => match writer::write_parts(&mut out, &parts).await {
+                        Ok(()) => {}
+                        Err(writer::WriteEnd::Io(e)) => {
+                            tracing::debug!(%peer, error = %e, "write failed");
+                            return;
+                        }
+                        Err(writer::WriteEnd::Close(reason)) => {
+                            tracing::warn!(%peer, %reason, "closing connection");
+                            return;
+                        }
+                    },
                     Ok(Reply::Nothing) => {}
                     Ok(Reply::Close(reason)) => {
                         tracing::warn!(%peer, %reason, "closing connection");
@@ -416,6 +434,7 @@ async fn connection<S>(
         let request = match codec::decode_request(frame) {
             Ok(request) => codec::DecodedRequest {
                 peer: Some(peer),
+                zero_copy: W::SENDS_FILES,
                 ..request
             },
             Err(e) => {

@@ -14,7 +14,7 @@
 use {
     super::{
         Appended, Isolation, LEADER_EPOCH, OffsetQuery, Offsets, Partition, PartitionStorage, Read,
-        ReadRequest, ReadResult, StorageError,
+        ReadRequest, ReadResult, Records, StorageError,
     },
     crate::{blocking, remote::read::TimestampQuery},
     bytes::Bytes,
@@ -83,7 +83,7 @@ impl Partition {
             )
             .await
             .map(|read| ReadResult {
-                records: read.records,
+                records: read.records.into(),
                 aborted: read.aborted,
                 offsets,
             })
@@ -140,13 +140,19 @@ impl PartitionStorage for Partition {
     fn read(&self, request: &ReadRequest) -> Result<Read, StorageError> {
         let offsets = self.offsets();
         let upper = offsets.upper(request.isolation);
-        match self.log.read(
-            request.offset,
-            request.max_bytes,
-            upper,
-            request.min_one_batch,
-        ) {
-            Ok(info) => {
+        let (offset, max_bytes, min_one) =
+            (request.offset, request.max_bytes, request.min_one_batch);
+        let read = if request.zero_copy {
+            self.log
+                .read_slice(offset, max_bytes, upper, min_one)
+                .map(|info| info.records.map_or_else(Records::default, Records::File))
+        } else {
+            self.log
+                .read(offset, max_bytes, upper, min_one)
+                .map(|info| Records::Bytes(info.records))
+        };
+        match read {
+            Ok(records) => {
                 let aborted = match request.isolation {
                     Isolation::ReadCommitted => {
                         Some(self.log.aborted_transactions(request.offset, upper)?)
@@ -154,7 +160,7 @@ impl PartitionStorage for Partition {
                     Isolation::ReadUncommitted => None,
                 };
                 Ok(Read::Ready(ReadResult {
-                    records: info.records,
+                    records,
                     aborted,
                     offsets,
                 }))

@@ -20,7 +20,7 @@ mod tests;
 pub use {
     append_queue::Appended,
     storage::{
-        Isolation, OffsetQuery, Offsets, PartitionStorage, Read, ReadRequest, ReadResult,
+        Isolation, OffsetQuery, Offsets, PartitionStorage, Read, ReadRequest, ReadResult, Records,
         StorageError,
     },
 };

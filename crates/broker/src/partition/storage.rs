@@ -28,7 +28,7 @@ use {
     bytes::Bytes,
     futures_util::future::BoxFuture,
     kafka_protocol::error::ResponseError,
-    krabka_log::{AbortedTxn, LogError, ProducerSummary, TimestampOffset},
+    krabka_log::{AbortedTxn, FileSlice, LogError, ProducerSummary, TimestampOffset},
     tokio::sync::Notify,
 };
 
@@ -67,6 +67,11 @@ pub struct ReadRequest {
     pub min_one_batch: bool,
     /// Up to the high watermark or the last stable offset.
     pub isolation: Isolation,
+    /// The caller can send file slices from the page cache (a plain TCP
+    /// connection, a Fetch version that needs no conversion): a read from
+    /// a local segment may then answer [`Records::File`]. Every other store
+    /// ignores it and answers bytes.
+    pub zero_copy: bool,
 }
 
 /// A partition's offsets at one moment.
@@ -96,11 +101,69 @@ impl Offsets {
     }
 }
 
+/// Whole record batches, as stored: in memory, or left in a local
+/// segment file for the connection to send with `sendfile`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Records {
+    /// Read into memory.
+    Bytes(Bytes),
+    /// Where they lie in a local segment file (see
+    /// [`ReadRequest::zero_copy`]).
+    File(FileSlice),
+}
+
+impl Records {
+    /// Their size on the wire.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Bytes(b) => b.len(),
+            Self::File(f) => usize::try_from(f.len()).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The memory they hold (nothing for a file slice).
+    #[must_use]
+    pub fn memory(&self) -> usize {
+        match self {
+            Self::Bytes(b) => b.len(),
+            Self::File(_) => 0,
+        }
+    }
+
+    /// The bytes, if they were read into memory.
+    #[must_use]
+    pub fn in_memory(&self) -> Option<&Bytes> {
+        match self {
+            Self::Bytes(b) => Some(b),
+            Self::File(_) => None,
+        }
+    }
+}
+
+impl Default for Records {
+    fn default() -> Self {
+        Self::Bytes(Bytes::new())
+    }
+}
+
+impl From<Bytes> for Records {
+    fn from(bytes: Bytes) -> Self {
+        Self::Bytes(bytes)
+    }
+}
+
 /// What a read returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {
     /// Whole record batches, as stored.
-    pub records: Bytes,
+    pub records: Records,
     /// For read_committed: the aborted transactions overlapping them.
     pub aborted: Option<Vec<AbortedTxn>>,
     /// The partition's offsets when it was read.

@@ -8,7 +8,7 @@
 use {
     super::{
         Isolation, OffsetQuery, Partition, PartitionStorage, Read, ReadRequest, ReadResult,
-        StorageError, TierOffsets,
+        Records, StorageError, TierOffsets,
     },
     crate::{
         broker::Broker,
@@ -24,6 +24,9 @@ use {
     std::sync::Arc,
 };
 
+/// Reads through the seam as a zero-copy fetch does: local records come
+/// back as a file slice, remote ones as bytes; the result holds them read
+/// into memory, and whether the remote tier answered.
 async fn read(
     p: &Arc<Partition>,
     offset: i64,
@@ -35,11 +38,30 @@ async fn read(
         max_bytes: 4096,
         min_one_batch: true,
         isolation,
+        zero_copy: true,
     };
-    match crate::blocking::run(move || target.read(&request)).await?? {
-        Read::Ready(r) => Ok((r, false)),
-        Read::Later(future) => Ok((future.await?, true)),
-    }
+    let (mut r, remote) = match crate::blocking::run(move || target.read(&request)).await?? {
+        Read::Ready(r) => (r, false),
+        Read::Later(future) => (future.await?, true),
+    };
+    r.records = match r.records {
+        Records::File(slice) => {
+            check!(!remote, "only local reads answer file slices");
+            Records::Bytes(slice.read().unwrap())
+        }
+        Records::Bytes(bytes) => {
+            check!(
+                remote || bytes.is_empty(),
+                "a local read answers a file slice"
+            );
+            Records::Bytes(bytes)
+        }
+    };
+    Ok((r, remote))
+}
+
+fn records(r: &ReadResult) -> &Bytes {
+    r.records.in_memory().unwrap()
 }
 
 /// A tiered topic of 40 batches whose older segments left local disk.
@@ -70,7 +92,7 @@ async fn a_read_crosses_from_the_remote_tier_into_the_local_log() {
     while next < offsets.log_end {
         let (r, remote) = read(&p, next, Isolation::ReadUncommitted).await.unwrap();
         check!(r.offsets.log_start == 0);
-        let records = decode(&r.records);
+        let records = decode(records(&r));
         check!(!records.is_empty(), "progress at {next}");
         if remote {
             remote_reads += 1;
@@ -259,7 +281,7 @@ async fn the_delete_records_floor_survives_a_broker_restart() {
     ));
     let (r, remote) = read(&p, target, Isolation::ReadUncommitted).await.unwrap();
     check!(remote);
-    check!(decode(&r.records).iter().any(|rec| rec.offset == target));
+    check!(decode(records(&r)).iter().any(|rec| rec.offset == target));
     let closing = Arc::clone(&broker);
     crate::blocking::run(move || closing.partitions.close_all())
         .await
@@ -453,6 +475,7 @@ async fn a_fetch_waits_for_the_memory_budget_and_its_frame_holds_it_until_sent()
                 7,
                 fetch_request(0, 0, 0, 1 << 20),
                 crate::security::authorize::Fixup::none(),
+                false,
             )
             .await
         })
@@ -463,11 +486,66 @@ async fn a_fetch_waits_for_the_memory_budget_and_its_frame_holds_it_until_sent()
         "a fetch never allocates past the budget"
     );
     drop(held);
-    let frame = answering.await.unwrap().unwrap();
+    let crate::handlers::Reply::Frame(frame) = answering.await.unwrap() else {
+        panic!("a buffered fetch answers one frame");
+    };
     // The frame holds its bytes of the budget until the connection drops it.
     check!(broker.fetch_memory.in_use() >= frame.len());
     check!(broker.fetch_memory.in_use() < 2 * frame.len());
     drop(frame);
     check!(broker.fetch_memory.in_use() == 0);
+    broker.partitions.close_all();
+}
+
+#[tokio::test(start_paused = true)]
+async fn records_sent_from_their_segment_file_hold_no_budget() {
+    use crate::network::writer::Part;
+    let (_dir, broker) = plain(1, &[("krabka.fetch.memory.max.bytes", "1048576")]).await;
+    for n in 0..50 {
+        produce(&broker, 0, batch(&format!("b{n}"), 0, None)).await;
+    }
+    let request = || fetch_request(0, 0, 0, 1 << 20);
+    let reply = crate::fetch::answer(
+        &broker,
+        12,
+        7,
+        request(),
+        crate::security::authorize::Fixup::none(),
+        true,
+    )
+    .await;
+    let crate::handlers::Reply::Parts(parts) = reply else {
+        panic!("a zero-copy fetch of a local log answers parts");
+    };
+    let (mut memory, mut frame) = (0, Vec::new());
+    for part in parts.parts() {
+        match part {
+            Part::Bytes(b) => {
+                memory += b.len();
+                frame.extend_from_slice(b);
+            }
+            Part::File(f) => frame.extend_from_slice(&f.read().unwrap()),
+        }
+    }
+    check!(parts.parts().iter().any(|p| matches!(p, Part::File(_))));
+    // Only the bytes around the records hold budget, until written.
+    check!(memory < 200);
+    check!(broker.fetch_memory.in_use() <= memory);
+    drop(parts);
+    check!(broker.fetch_memory.in_use() == 0);
+    // The same bytes as the buffered answer.
+    let crate::handlers::Reply::Frame(buffered) = crate::fetch::answer(
+        &broker,
+        12,
+        7,
+        request(),
+        crate::security::authorize::Fixup::none(),
+        false,
+    )
+    .await
+    else {
+        panic!("a buffered fetch answers one frame");
+    };
+    check!(frame == buffered.to_vec());
     broker.partitions.close_all();
 }

@@ -158,10 +158,12 @@ fn read_page(partition: &Partition, index: i32, offset: i64) -> Result<Page, Met
         max_bytes: READ_BYTES,
         min_one_batch: true,
         isolation: Isolation::ReadUncommitted,
+        zero_copy: false,
     };
     match partition.read(&request) {
         Ok(Read::Ready(read)) => {
-            let (records, next) = decode(index, &read.records, offset);
+            let records = read.records.in_memory().cloned().unwrap_or_default();
+            let (records, next) = decode(index, &records, offset);
             Ok(Page::Records(records, next))
         }
         Ok(Read::Later(_)) => Err(MetadataLogError::Other(
@@ -718,6 +720,7 @@ mod tests {
                 max_bytes: 4096,
                 min_one_batch: true,
                 isolation: Isolation::ReadUncommitted,
+                zero_copy: false,
             };
             match crate::blocking::run(move || p.read(&request))
                 .await
@@ -728,7 +731,7 @@ mod tests {
                 Read::Ready(_) => panic!("offset 0 left local disk"),
             }
         };
-        check!(decode(&read(Arc::clone(&p)).await.records)[0].offset == 0);
+        check!(decode(read(Arc::clone(&p)).await.records.in_memory().unwrap())[0].offset == 0);
 
         // A new manager (as after a restart) rebuilds its state from the topic.
         let again = RemoteLogManager::start(&broker).await.unwrap().unwrap();

@@ -70,6 +70,7 @@ async fn call<R: Decodable>(
         body,
         peer: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 40_000))),
         session: Some(Arc::clone(session)),
+        zero_copy: false,
     };
     match handle(broker, request).await {
         Reply::Frame(frame) => {

@@ -70,6 +70,7 @@ async fn call<R: Decodable>(broker: &Arc<Broker>, api: ApiKey, version: i16, bod
         body,
         peer: None,
         session: None,
+        zero_copy: false,
     };
     match handle(broker, request).await {
         Reply::Frame(frame) => {

@@ -1,0 +1,305 @@
+//! How a connection writes its answers: bytes through a buffer, and the
+//! record bytes of a local segment straight from the page cache with
+//! `sendfile(2)` on a plain TCP connection, as Kafka does.
+//!
+//! An answer is a frame ([`Reply::Frame`](crate::handlers::Reply)) or a
+//! frame in [`Parts`]: byte runs around [`FileSlice`]s (a Fetch answer on a
+//! plain connection, see `fetch::zero_copy`). [`SendFile`] is the one
+//! writer abstraction, with two implementations: the owned write half of a
+//! `TcpStream` sends a slice with `sendfile` on its descriptor (waiting
+//! for writability through tokio when the socket is full), and the write
+//! half of any other stream (TLS) refuses slices, which are never made for
+//! it ([`SendFile::SENDS_FILES`] tells the handlers). Bytes queued before
+//! a slice are flushed first, so the frame goes out in order.
+//!
+//! A peer that closes mid-answer ends the connection quietly; a segment
+//! file shorter than its slice (cut under the read) ends it with a logged
+//! reason: the client then sees a connection closed mid-frame, never
+//! other bytes in place of its records.
+
+use {
+    crate::{fetch::budget::MemoryUnits, metrics},
+    bytes::Bytes,
+    krabka_log::FileSlice,
+    std::{io, os::fd::AsRawFd},
+    tokio::{
+        io::{AsyncWrite, AsyncWriteExt, BufWriter, Interest, WriteHalf},
+        net::tcp::OwnedWriteHalf,
+    },
+};
+
+/// Most bytes one `sendfile` call moves (Linux moves at most this much).
+const SENDFILE_MAX: u64 = 0x7fff_f000;
+
+/// One piece of a frame.
+#[derive(Debug)]
+pub enum Part {
+    /// Bytes in memory.
+    Bytes(Bytes),
+    /// Bytes of a segment file, sent from the page cache.
+    File(FileSlice),
+}
+
+impl Part {
+    /// Its size on the wire.
+    #[must_use]
+    pub fn len(&self) -> u64 {
+        match self {
+            Self::Bytes(b) => b.len() as u64,
+            Self::File(f) => f.len(),
+        }
+    }
+
+    /// Whether it is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A frame as pieces, with the fetch memory its bytes hold until written.
+#[derive(Debug)]
+pub struct Parts {
+    parts: Vec<Part>,
+    _units: Option<MemoryUnits>,
+}
+
+impl Parts {
+    /// The frame `parts` (size prefix included); `units` shrink to the
+    /// bytes the parts hold in memory and are given back once written.
+    #[must_use]
+    pub fn new(parts: Vec<Part>, units: Option<MemoryUnits>) -> Self {
+        let memory: usize = parts
+            .iter()
+            .map(|p| match p {
+                Part::Bytes(b) => b.len(),
+                Part::File(_) => 0,
+            })
+            .sum();
+        let units = units.map(|mut u| {
+            u.shrink_to(memory);
+            u
+        });
+        Self {
+            parts,
+            _units: units,
+        }
+    }
+
+    /// The pieces, in order.
+    #[must_use]
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+}
+
+/// Why writing an answer stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteEnd {
+    /// The socket failed (usually: the peer went away). Routine.
+    #[error("write failed: {0}")]
+    Io(#[from] io::Error),
+    /// The answer cannot be sent as it is; the connection closes with
+    /// this reason logged.
+    #[error("{0}")]
+    Close(String),
+}
+
+/// The write half of a connection: an ordinary async writer that may also
+/// send file slices (see the module docs).
+pub trait SendFile: AsyncWrite + Unpin + Send + 'static {
+    /// Whether [`SendFile::send_file`] sends from the page cache; answers
+    /// carry file slices only for a writer that does.
+    const SENDS_FILES: bool;
+
+    /// Sends `slice` (after everything written before, which the caller
+    /// has flushed).
+    ///
+    /// # Errors
+    ///
+    /// [`WriteEnd::Io`] when the socket fails, [`WriteEnd::Close`] when the
+    /// file is shorter than the slice or this writer sends no files.
+    fn send_file(&mut self, slice: &FileSlice)
+    -> impl Future<Output = Result<(), WriteEnd>> + Send;
+}
+
+impl SendFile for OwnedWriteHalf {
+    const SENDS_FILES: bool = true;
+
+    async fn send_file(&mut self, slice: &FileSlice) -> Result<(), WriteEnd> {
+        let stream: &tokio::net::TcpStream = self.as_ref();
+        let (socket, file) = (stream.as_raw_fd(), slice.file().as_raw_fd());
+        let end = slice.position().saturating_add(slice.len());
+        let mut at = slice.position();
+        while at < end {
+            stream.writable().await?;
+            let mut offset = libc::off_t::try_from(at).map_err(io::Error::other)?;
+            let count = usize::try_from((end - at).min(SENDFILE_MAX)).unwrap_or(usize::MAX);
+            let sent = stream.try_io(Interest::WRITABLE, || {
+                // SAFETY: both descriptors stay open for the call (the
+                // stream and the slice's file are borrowed); the kernel
+                // writes only `offset`.
+                let n = unsafe { libc::sendfile(socket, file, &raw mut offset, count) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n.unsigned_abs())
+                }
+            });
+            match sent {
+                Ok(0) => {
+                    return Err(WriteEnd::Close(format!(
+                        "segment file ends at byte {at}, before the {} bytes of the fetched records ({}..{end})",
+                        end - at,
+                        slice.position()
+                    )));
+                }
+                Ok(n) => {
+                    at += n as u64;
+                    metrics::fetch_zero_copy_bytes(n as u64);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<S: AsyncWrite + Send + 'static> SendFile for WriteHalf<S> {
+    const SENDS_FILES: bool = false;
+
+    async fn send_file(&mut self, _slice: &FileSlice) -> Result<(), WriteEnd> {
+        Err(WriteEnd::Close(
+            "a file slice in an answer on a connection that cannot send files".into(),
+        ))
+    }
+}
+
+/// Writes `parts` through `out`: bytes buffered, each file slice after
+/// flushing what is buffered before it.
+///
+/// # Errors
+///
+/// As [`SendFile::send_file`], and [`WriteEnd::Io`] when a write fails.
+pub async fn write_parts<W: SendFile>(
+    out: &mut BufWriter<&mut W>,
+    parts: &Parts,
+) -> Result<(), WriteEnd> {
+    for part in parts.parts() {
+        match part {
+            Part::Bytes(bytes) => out.write_all(bytes).await?,
+            Part::File(slice) => {
+                out.flush().await?;
+                out.get_mut().send_file(slice).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        assert2::check,
+        std::{io::Write, sync::Arc},
+        tokio::{
+            io::AsyncReadExt,
+            net::{TcpListener, TcpStream},
+        },
+    };
+
+    /// A connected pair: the broker's owned write half, and the client.
+    async fn pair() -> (OwnedWriteHalf, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (_read, write) = server.into_split();
+        (write, client)
+    }
+
+    /// A file holding `junk` then `body`, and the slice of `body`.
+    fn file_with(dir: &tempfile::TempDir, junk: usize, body: &[u8]) -> FileSlice {
+        let path = dir.path().join("00000000000000000000.log");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&vec![b'j'; junk]).unwrap();
+        f.write_all(body).unwrap();
+        let file = Arc::new(std::fs::File::open(&path).unwrap());
+        FileSlice::new(file, junk as u64, body.len() as u64)
+    }
+
+    #[tokio::test]
+    async fn bytes_and_a_large_slice_arrive_in_order_through_a_full_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let body: Vec<u8> = (0..32 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let slice = file_with(&dir, 4096 + 17, &body);
+        let (mut write, mut client) = pair().await;
+        let parts = Parts::new(
+            vec![
+                Part::Bytes(Bytes::from_static(b"head")),
+                Part::File(slice),
+                Part::Bytes(Bytes::from_static(b"tail")),
+            ],
+            None,
+        );
+        let want_len = 8 + body.len();
+        // The reader starts late: sendfile meets a full socket and waits.
+        let reader = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let mut got = vec![0u8; want_len];
+            client.read_exact(&mut got).await.unwrap();
+            got
+        });
+        let mut out = BufWriter::new(&mut write);
+        write_parts(&mut out, &parts).await.unwrap();
+        out.flush().await.unwrap();
+        let got = reader.await.unwrap();
+        check!(got.get(..4) == Some(&b"head"[..]));
+        check!(got.get(4..4 + body.len()) == Some(&body[..]));
+        check!(got.get(4 + body.len()..) == Some(&b"tail"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_file_cut_under_the_slice_ends_the_answer_with_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let slice = file_with(&dir, 10, &[7u8; 1000]);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("00000000000000000000.log"))
+            .unwrap()
+            .set_len(500)
+            .unwrap();
+        let (mut write, mut client) = pair().await;
+        let parts = Parts::new(vec![Part::File(slice)], None);
+        let mut out = BufWriter::new(&mut write);
+        let end = write_parts(&mut out, &parts).await.unwrap_err();
+        check!(
+            matches!(&end, WriteEnd::Close(reason) if reason.contains("segment file ends at byte 500"))
+        );
+        drop(out);
+        drop(write);
+        // The client got the bytes that existed, then the end: never others.
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        check!(got == vec![7u8; 490]);
+    }
+
+    #[tokio::test]
+    async fn a_peer_gone_mid_answer_is_a_write_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let slice = file_with(&dir, 0, &vec![1u8; 16 << 20]);
+        let (mut write, client) = pair().await;
+        drop(client);
+        let parts = Parts::new(vec![Part::File(slice)], None);
+        let mut out = BufWriter::new(&mut write);
+        let end = write_parts(&mut out, &parts).await.unwrap_err();
+        check!(matches!(end, WriteEnd::Io(_)));
+    }
+}
