@@ -7,12 +7,15 @@ Every script here starts its own broker (`target/release/krabka`, or
 $KRABKA_BIN) and stops it again, so a run never touches anything else.
 """
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
+import statistics
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -185,3 +188,51 @@ class _Pid:
 
     def rss_bytes(self):
         return rss_bytes(self.pid)
+
+
+@contextlib.contextmanager
+def ab_brokers(baseline, candidate, prefix):
+    """A broker from each binary, for an A/B run within one run (so the
+    machine's noise falls on both): checks the binaries, prints the run's
+    heading, yields {"baseline": Broker, "candidate": Broker}, stops both."""
+    for binary in (baseline, candidate):
+        if not os.path.exists(binary):
+            sys.exit("no binary at %s" % binary)
+    print("## Run of %s, load average %.2f %.2f %.2f\n" % (time.strftime("%Y-%m-%d %H:%M"), *os.getloadavg()))
+    brokers = {
+        "baseline": Broker(prefix=prefix + "base-", binary=baseline),
+        "candidate": Broker(prefix=prefix + "cand-", binary=candidate),
+    }
+    try:
+        yield brokers
+    finally:
+        for b in brokers.values():
+            b.stop()
+    print("\nLoad average at the end: %.2f %.2f %.2f" % os.getloadavg())
+
+
+def ab_rounds(brokers, cases, rounds, columns):
+    """Runs every case on both brokers of `ab_brokers`, the order of the two
+    alternating by round, and prints each measurement, then the medians
+    with the candidate/baseline ratio. `cases`: (name, run(broker, round)
+    returning one figure per column); `columns`: (heading, %-format)."""
+    results = {}
+    headings = " | ".join(h for h, _ in columns)
+    print("| round | case | build | %s |\n| --- | --- | --- |%s" % (headings, " --- |" * len(columns)))
+    for r in range(rounds):
+        order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]
+        for name, run in cases:
+            for which in order:
+                got = run(brokers[which], r)
+                results.setdefault((name, which), []).append(got)
+                cells = " | ".join(f % v for (_, f), v in zip(columns, got))
+                print("| %d | %s | %s | %s |" % (r + 1, name, which, cells))
+    print("\nMedians of %d rounds (candidate / baseline):\n" % rounds)
+    print("| case | %s |\n| --- |%s" % (headings, " --- |" * len(columns)))
+    for name, _ in cases:
+        cells = []
+        for i, (_, f) in enumerate(columns):
+            base = statistics.median(x[i] for x in results[(name, "baseline")])
+            cand = statistics.median(x[i] for x in results[(name, "candidate")])
+            cells.append("%s / %s (%.2f)" % (f % cand, f % base, cand / base if base else float("nan")))
+        print("| %s | %s |" % (name, " | ".join(cells)))

@@ -21,13 +21,11 @@ own work moves.
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 from confluent_kafka.admin import AdminClient
 
-from benchlib import KRABKA_BIN, Broker, cpu_seconds
+from benchlib import KRABKA_BIN, ab_brokers, ab_rounds, cpu_seconds
 from broker import BENCH_BIN, bench, confluent_latency
 
 RATE = 20_000
@@ -39,11 +37,13 @@ def cases(seconds):
     """(name, function of a broker returning (p50, p99, p99.9) in ms)."""
 
     def confluent(acks):
-        def run(broker, topic):
+        def run(broker, r):
+            topic = "ab-%d-confluent-acks%s" % (r, acks)
             return confluent_latency(broker.bootstrap, topic, 1024, RATE, seconds, acks)[1]
         return run
 
-    def krabka_bench(broker, topic):
+    def krabka_bench(broker, r):
+        topic = "ab-%d-krabka-bench" % r
         return bench(broker, "produce", "-t", topic, "-s", "1024", "--mode", "producer",
                      "--rate", str(RATE), "--linger-ms", "0", "--batch-size", "16384",
                      "--acks", "1", "-d", "%g" % seconds)[2]
@@ -55,11 +55,12 @@ def cases(seconds):
     ]
 
 
-def throughput_cases(seconds):
+def throughput_cases():
     """(name, function of a broker returning (MB/s, broker CPU s per GB))."""
 
     def raw(size, acks):
-        def run(broker, topic):
+        def run(broker, r):
+            topic = "tp-%d-%d-acks%s" % (r, size, acks)
             # A fixed volume, deleted after: a timed run at page-cache speed
             # would fill the disk over the rounds.
             records = int(THROUGHPUT_BYTES // size)
@@ -77,29 +78,6 @@ def throughput_cases(seconds):
             for size in (100, 1024) for acks in ("1", "all")]
 
 
-def throughput_main(args, brokers):
-    results = {}
-    print("| round | case | build | MB/s | broker CPU s/GB |\n| --- | --- | --- | --- | --- |")
-    for r in range(args.rounds):
-        order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]
-        for name, run in throughput_cases(args.seconds):
-            for which in order:
-                topic = "tp-%d-%s" % (r, name.replace(" ", "-").replace("=", ""))
-                got = run(brokers[which], topic)
-                results.setdefault((name, which), []).append(got)
-                print("| %d | %s | %s | %.0f | %.3f |" % (r + 1, name, which, *got))
-    print("\nMedians of %d rounds (candidate / baseline):\n" % args.rounds)
-    print("| case | MB/s | broker CPU s/GB |\n| --- | --- | --- |")
-    for name, _ in throughput_cases(args.seconds):
-        cells = []
-        for i in range(2):
-            base = statistics.median(x[i] for x in results[(name, "baseline")])
-            cand = statistics.median(x[i] for x in results[(name, "candidate")])
-            shape = "%.0f / %.0f (%.2f)" if i == 0 else "%.3f / %.3f (%.2f)"
-            cells.append(shape % (cand, base, cand / base if base else float("nan")))
-        print("| %s | %s |" % (name, " | ".join(cells)))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", required=True, help="the broker binary to compare against")
@@ -109,42 +87,15 @@ def main():
     parser.add_argument("--throughput", action="store_true",
                         help="measure bulk produce throughput and broker CPU per GB instead")
     args = parser.parse_args()
-    for binary in (args.baseline, args.candidate, BENCH_BIN):
-        if not os.path.exists(binary):
-            sys.exit("no binary at %s" % binary)
-
-    print("## Run of %s, load average %.2f %.2f %.2f\n" % (time.strftime("%Y-%m-%d %H:%M"), *os.getloadavg()))
-    brokers = {
-        "baseline": Broker(prefix="krabka-ab-base-", binary=args.baseline),
-        "candidate": Broker(prefix="krabka-ab-cand-", binary=args.candidate),
-    }
-    results = {}
-    try:
+    if not os.path.exists(BENCH_BIN):
+        sys.exit("no binary at %s" % BENCH_BIN)
+    with ab_brokers(args.baseline, args.candidate, "krabka-ab-") as brokers:
         if args.throughput:
-            throughput_main(args, brokers)
-            return
-        print("| round | case | build | p50 | p99 | p99.9 |\n| --- | --- | --- | --- | --- | --- |")
-        for r in range(args.rounds):
-            order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]
-            for name, run in cases(args.seconds):
-                for which in order:
-                    topic = "ab-%d-%s" % (r, name.replace(" ", "-").replace("=", ""))
-                    lat = run(brokers[which], topic)
-                    results.setdefault((name, which), []).append(lat)
-                    print("| %d | %s | %s | %.2f ms | %.2f ms | %.2f ms |" % (r + 1, name, which, *lat))
-        print("\nMedians of %d rounds (candidate / baseline):\n" % args.rounds)
-        print("| case | p50 | p99 | p99.9 |\n| --- | --- | --- | --- |")
-        for name, _ in cases(args.seconds):
-            cells = []
-            for i in range(3):
-                base = statistics.median(l[i] for l in results[(name, "baseline")])
-                cand = statistics.median(l[i] for l in results[(name, "candidate")])
-                cells.append("%.2f / %.2f ms (%.2f)" % (cand, base, cand / base if base else float("nan")))
-            print("| %s | %s |" % (name, " | ".join(cells)))
-    finally:
-        for b in brokers.values():
-            b.stop()
-    print("\nLoad average at the end: %.2f %.2f %.2f" % os.getloadavg())
+            ab_rounds(brokers, throughput_cases(), args.rounds,
+                      [("MB/s", "%.0f"), ("broker CPU s/GB", "%.3f")])
+        else:
+            ab_rounds(brokers, cases(args.seconds), args.rounds,
+                      [("p50", "%.2f ms"), ("p99", "%.2f ms"), ("p99.9", "%.2f ms")])
 
 
 if __name__ == "__main__":
