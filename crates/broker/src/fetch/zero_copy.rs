@@ -449,14 +449,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_tagged_field_hands_the_slices_back() {
+    /// A response of `version` with one partition (`index`) whose records
+    /// come from a file; the directory holding the file comes back too.
+    fn one_file_partition(
+        version: i16,
+        index: i32,
+    ) -> (tempfile::TempDir, FetchResponse, Vec<FileRecords>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.log");
         std::fs::write(&path, b"").unwrap();
         let file = Arc::new(std::fs::File::open(&path).unwrap());
         let spec = Spec {
-            index: 3,
+            index,
             error_code: 0,
             offsets: (10, 10, 0),
             aborted: None,
@@ -464,7 +468,13 @@ mod tests {
             from_file: true,
         };
         let topics = vec![("t".to_owned(), 1, vec![spec])];
-        let (_, mut placed, files) = build(16, 0, 0, &topics, &file, &path);
+        let (_, placed, files) = build(version, 0, 0, &topics, &file, &path);
+        (dir, placed, files)
+    }
+
+    #[test]
+    fn a_tagged_field_hands_the_slices_back() {
+        let (_dir, mut placed, files) = one_file_partition(16, 3);
         check!(files.len() == 1);
         placed.responses[0].partitions[0].current_leader.leader_id = BrokerId(1);
         let back = encode(16, 1, &placed, files).unwrap_err();
@@ -473,20 +483,7 @@ mod tests {
 
     #[test]
     fn a_partition_replaced_by_an_error_drops_its_slice() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.log");
-        std::fs::write(&path, b"").unwrap();
-        let file = Arc::new(std::fs::File::open(&path).unwrap());
-        let spec = Spec {
-            index: 0,
-            error_code: 0,
-            offsets: (10, 10, 0),
-            aborted: None,
-            records: Some(b"records".to_vec()),
-            from_file: true,
-        };
-        let topics = vec![("t".to_owned(), 1, vec![spec])];
-        let (_, mut placed, files) = build(12, 0, 0, &topics, &file, &path);
+        let (_dir, mut placed, files) = one_file_partition(12, 0);
         let denied = &mut placed.responses[0].partitions[0];
         denied.error_code = 29;
         denied.records = None;
