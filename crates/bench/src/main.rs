@@ -72,6 +72,10 @@ struct Common {
     /// Hide the progress line.
     #[arg(long)]
     quiet: bool,
+    /// Connect with TLS (`security.protocol=SSL`), trusting the CA
+    /// certificates in this PEM file.
+    #[arg(long, value_name = "PEM")]
+    tls_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -183,7 +187,20 @@ fn main() -> ExitCode {
 
 async fn connect(common: &Common) -> Result<Client, ClientError> {
     let servers: Vec<&str> = common.bootstrap.split(',').collect();
-    Client::connect(&servers, ClientConfig::default()).await
+    let mut config = ClientConfig::default();
+    if let Some(path) = &common.tls_ca {
+        let ca_pem = std::fs::read(path).map_err(|e| {
+            ClientError::InvalidArgument(format!("--tls-ca {}: {e}", path.display()))
+        })?;
+        config.connection.tls = Some(krabka_client::tls::TlsConfig::new(
+            &krabka_client::tls::TlsOptions {
+                ca_pem: Some(ca_pem),
+                verify_hostname: true,
+                ..Default::default()
+            },
+        )?);
+    }
+    Client::connect(&servers, config).await
 }
 
 /// Creates the topic when it is absent; returns its partition count.

@@ -81,6 +81,10 @@ const MAX_IN_FLIGHT: usize = 100;
 /// taken).
 const PRODUCE_READ_AHEAD_BYTES: u32 = 4 << 20;
 
+/// Bytes read from a TLS connection's socket at once (rustls alone would
+/// read 4 KiB at a time).
+const TLS_SOCKET_READ_AHEAD: usize = 256 * 1024;
+
 /// Longest a client may take to complete its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -273,6 +277,9 @@ async fn secure(
         let (reader, writer) = stream.into_split();
         return connection(broker, network, reader, writer, peer, auth, shutdown).await;
     };
+    // rustls reads the socket 4 KiB at a time; a read-ahead below it makes
+    // that a few large reads per request.
+    let stream = read_ahead::ReadAhead::new(stream, TLS_SOCKET_READ_AHEAD);
     let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream));
     let accepted = tokio::select! {
         accepted = handshake => accepted,

@@ -9,6 +9,13 @@
 //! stream, so nothing is allocated while the connection waits, and the
 //! reads after it share one buffer again. Reads at least as large as the
 //! buffer bypass it.
+//!
+//! Under a TLS stream it serves the other way round: rustls asks the
+//! socket for at most 4 KiB at a time, so a 1 MiB produce request would
+//! take 256 system calls; read ahead, it takes a few. There nobody calls
+//! [`ReadAhead::release_if_drained`], so the buffer is also freed whenever
+//! it is empty and the stream has nothing more (an idle TLS connection
+//! holds none either). Writes pass straight through.
 
 use {
     std::{
@@ -16,7 +23,7 @@ use {
         pin::Pin,
         task::{Context, Poll},
     },
-    tokio::io::{AsyncRead, ReadBuf},
+    tokio::io::{AsyncRead, AsyncWrite, ReadBuf},
 };
 
 /// Buffered reads over `R` with a buffer allocated on demand.
@@ -82,6 +89,11 @@ impl<R: AsyncRead + Unpin> AsyncRead for ReadAhead<R> {
             let mut into = ReadBuf::uninit(this.buf.spare_capacity_mut());
             match Pin::new(&mut this.inner).poll_read(cx, &mut into) {
                 Poll::Ready(Ok(())) => {}
+                Poll::Pending => {
+                    // Nothing waits: the connection may now sit idle.
+                    this.release_if_drained();
+                    return Poll::Pending;
+                }
                 other => return other,
             }
             let filled = into.filled().len();
@@ -93,6 +105,36 @@ impl<R: AsyncRead + Unpin> AsyncRead for ReadAhead<R> {
         out.put_slice(&this.buf[this.pos..this.pos + n]);
         this.pos += n;
         Poll::Ready(Ok(()))
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for ReadAhead<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 
@@ -140,5 +182,32 @@ mod tests {
         check!(got == big);
         drop(client);
         check!(reader.read(&mut four).await.unwrap() == 0);
+    }
+
+    #[tokio::test]
+    async fn the_buffer_is_freed_when_the_stream_runs_dry_and_writes_pass_through() {
+        let (mut client, server) = duplex(1 << 16);
+        let mut stream = ReadAhead::new(server, 1024);
+        client.write_all(b"abcdefgh").await.unwrap();
+        let mut two = [0u8; 2];
+        // Direct, then buffered: the rest waits in the buffer.
+        stream.read_exact(&mut two).await.unwrap();
+        stream.read_exact(&mut two).await.unwrap();
+        check!(stream.buffered() == 4);
+        let mut four = [0u8; 4];
+        stream.read_exact(&mut four).await.unwrap();
+        check!(&four == b"efgh");
+        // Nobody releases it, yet a read that finds nothing frees it.
+        check!(
+            tokio::time::timeout(std::time::Duration::from_millis(20), stream.read(&mut two))
+                .await
+                .is_err()
+        );
+        check!(stream.buf.capacity() == 0);
+        stream.write_all(b"reply").await.unwrap();
+        stream.flush().await.unwrap();
+        let mut reply = [0u8; 5];
+        client.read_exact(&mut reply).await.unwrap();
+        check!(&reply == b"reply");
     }
 }
