@@ -4,7 +4,11 @@ ratios:
 
 1. confluent-kafka produce and consume throughput of 1 KiB records, and
    produce latency at a fixed rate, over PLAINTEXT, SSL and SASL_SSL
-   (SCRAM-SHA-512) listeners of one broker;
+   (SCRAM-SHA-512) listeners of one broker; then the same over PLAINTEXT
+   and SSL with krabka-bench (raw mode, 1 GB per row), a client that does
+   so little per record that the rows show the broker rather than the
+   client (librdkafka's own TLS costs it more CPU than the broker's), with
+   the broker's CPU seconds per GB;
 2. SCRAM connection setup rate (connect, SaslHandshake, the two
    SaslAuthenticate round trips, one Metadata) over SASL_PLAINTEXT and
    SASL_SSL, from a client that caches its salted password so the figure
@@ -15,7 +19,7 @@ ratios:
 
 Build first, then run with the interop venv:
 
-    cargo build --release -p krabka-broker
+    cargo build --release -p krabka-broker -p krabka-bench
     /work/main/.venv/bin/python bench/security.py [--seconds 8]
 """
 
@@ -33,8 +37,8 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import KRABKA_BIN, Broker, frame, free_port, read_frame
-from broker import confluent_consume, confluent_latency, confluent_produce
+from benchlib import KRABKA_BIN, WAIT, Broker, cpu_seconds, frame, free_port, read_frame
+from broker import BENCH_BIN, THROUGHPUT, confluent_consume, confluent_latency, confluent_produce
 from confluent_kafka.admin import AdminClient
 
 ADMIN_PASSWORD = "admin-secret"
@@ -225,6 +229,50 @@ def protocols(seconds, rounds):
     return rows, setups
 
 
+def lean_client(rounds, records=1_000_000):
+    """krabka-bench raw produce then consume of `records` 1 KiB records
+    per row over PLAINTEXT and SSL, order rotating per round; per listener
+    the medians of (produce MB/s, produce broker CPU-s/GB, consume MB/s,
+    consume broker CPU-s/GB)."""
+    work = tempfile.mkdtemp(prefix="krabka-bench-sec-")
+    certificates(os.path.join(work, "tls"))
+    broker = secure_broker(work)
+    listeners = ("PLAINTEXT", "SSL")
+    runs = {listener: [] for listener in listeners}
+    gb = records * 1024 / 1e9
+
+    def run(listener, *args):
+        if listener == "PLAINTEXT":
+            target = ["-b", broker.bootstrap]
+        else:
+            target = ["-b", "127.0.0.1:%d" % broker.ports["SSL"], "--tls-ca", os.path.join(broker.certs, "ca.pem")]
+        before = cpu_seconds(broker.process.pid)
+        out = subprocess.run([BENCH_BIN, args[0], "--quiet", *target, *args[1:]],
+                             check=True, capture_output=True, text=True, timeout=10 * WAIT).stdout
+        cpu = cpu_seconds(broker.process.pid) - before
+        m = THROUGHPUT.search(out.strip().splitlines()[-1])
+        if not m:
+            raise RuntimeError("unexpected krabka-bench output: " + out)
+        return float(m.group(4)), cpu / gb
+
+    try:
+        for r in range(rounds):
+            for listener in listeners[r % 2:] + listeners[:r % 2]:
+                topic = "lean-%s-%d" % (listener.lower(), r)
+                os.sync()
+                p_mb, p_cpu = run(listener, "produce", "-t", topic, "-n", str(records), "-s", "1024", "--acks", "1")
+                c_mb, c_cpu = run(listener, "consume", "-t", topic, "-n", str(records))
+                runs[listener].append((p_mb, p_cpu, c_mb, c_cpu))
+                admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+                for future in admin.delete_topics([topic], operation_timeout=30).values():
+                    future.result(timeout=60)
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return [(listener, *(statistics.median(g[i] for g in runs[listener]) for i in range(4)))
+            for listener in listeners]
+
+
 def authorization(seconds, rounds=2):
     """Produce throughput without and with an authorizer (PLAIN, SASL_PLAINTEXT)."""
     results = {"off": [], "on": []}
@@ -279,6 +327,13 @@ def main():
     for listener, p_rec, p_mb, c_rec, c_mb, rate, lat in rows:
         print("| %s | %.0f MB/s (%.0f%%) | %.0f MB/s (%.0f%%) | %.2f / %.2f / %.2f ms |" % (
             listener, p_mb, 100 * p_mb / base[2], c_mb, 100 * c_mb / base[4], *lat))
+    print()
+    lean = lean_client(args.rounds)
+    print("| krabka-bench, 1 GB of 1 KiB records | produce | broker CPU-s/GB | consume | broker CPU-s/GB |")
+    print("| --- | --- | --- | --- | --- |")
+    for listener, p_mb, p_cpu, c_mb, c_cpu in lean:
+        print("| %s | %.0f MB/s (%.0f%%) | %.2f | %.0f MB/s (%.0f%%) | %.2f |" % (
+            listener, p_mb, 100 * p_mb / lean[0][1], p_cpu, c_mb, 100 * c_mb / lean[0][3], c_cpu))
     print()
     print("| SCRAM-SHA-512 connection setup | per second |")
     print("| --- | --- |")
