@@ -99,11 +99,10 @@ pub async fn run_until(
     let (membership_stop, membership_stopped) = watch::channel(false);
     let cluster = match crate::cluster::ClusterSettings::from_config(&broker.config)? {
         Some(settings) => {
-            let (host, port) = broker.advertised();
             let node = crate::cluster::ClusterNode::join(
                 settings,
                 broker.config.node_id,
-                format!("PLAINTEXT://{host}:{port}"),
+                crate::cluster::advertised_listeners(&broker.security),
             )
             .await?;
             let _ = broker.cluster.set(Arc::clone(&node));

@@ -381,19 +381,80 @@ impl ClusterNode {
     }
 }
 
-/// `(host, port)` of the first listener in Kafka's
-/// `PLAINTEXT://host:port,…` form.
+/// What a broker registers as its listeners, in Kafka's
+/// `NAME://host:port,…` form: every listener's advertised address, the
+/// inter-broker listener first (the address other brokers and tools use).
 #[must_use]
-pub fn listener_address(listeners: &str) -> Option<(String, i32)> {
-    let first = listeners.split(',').next()?.trim();
-    let address = first.split_once("://").map_or(first, |(_, rest)| rest);
+pub fn advertised_listeners(security: &crate::security::Security) -> String {
+    let inter = security.inter_broker();
+    std::iter::once(inter)
+        .chain(
+            security
+                .endpoints()
+                .iter()
+                .filter(|e| !Arc::ptr_eq(e, inter)),
+        )
+        .map(|e| {
+            let (host, port) = e.advertised();
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host
+            };
+            format!("{}://{host}:{port}", e.spec.name)
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `(host, port)` of one `NAME://host:port` entry.
+fn entry_address(entry: &str) -> Option<(String, i32)> {
+    let entry = entry.trim();
+    let address = entry.split_once("://").map_or(entry, |(_, rest)| rest);
     let (host, port) = address.rsplit_once(':')?;
     Some((host.trim_matches(['[', ']']).to_owned(), port.parse().ok()?))
 }
 
+/// `(host, port)` of the first listener in Kafka's
+/// `PLAINTEXT://host:port,…` form (the inter-broker one).
+#[must_use]
+pub fn listener_address(listeners: &str) -> Option<(String, i32)> {
+    entry_address(listeners.split(',').next()?)
+}
+
+/// `(host, port)` of the listener named `name` (case-insensitive, as
+/// Kafka's listener names) in Kafka's `NAME://host:port,…` form; `None`
+/// when the broker has no such listener.
+#[must_use]
+pub fn named_listener_address(listeners: &str, name: &str) -> Option<(String, i32)> {
+    listeners
+        .split(',')
+        .find(|entry| {
+            entry
+                .trim()
+                .split_once("://")
+                .is_some_and(|(n, _)| n.eq_ignore_ascii_case(name))
+        })
+        .and_then(entry_address)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::listener_address;
+    use super::{listener_address, named_listener_address};
+
+    #[test]
+    fn a_named_listener_is_found_whatever_its_place() {
+        let listeners = "INTERNAL://10.0.0.1:9093,SASL_SSL://broker.example:9094,[::1]:1";
+        assert_eq!(
+            named_listener_address(listeners, "sasl_ssl"),
+            Some(("broker.example".to_owned(), 9094))
+        );
+        assert_eq!(
+            named_listener_address(listeners, "INTERNAL"),
+            Some(("10.0.0.1".to_owned(), 9093))
+        );
+        assert_eq!(named_listener_address(listeners, "SSL"), None);
+    }
 
     #[test]
     fn listeners_give_host_and_port() {

@@ -189,18 +189,58 @@ impl ClusterNode {
     }
 }
 
-/// Mirrors `snapshot` into `broker`'s registry and opens the partitions
-/// assigned to `node`. Blocking (registry writes, log opens).
-fn apply(broker: &Broker, node: BrokerId, snapshot: &MetadataSnapshot) {
-    for (resource, configs) in &snapshot.broker_configs {
-        if &broker.registry.broker_configs(resource) != configs
-            && let Err(e) = broker
-                .registry
-                .set_broker_configs(resource, configs.clone())
+/// Mirrors the cluster's dynamic broker configs into `broker`'s registry
+/// (a resource whose configs were all deleted is cleared too); when the
+/// cluster default or this node's own configs change a keystore or
+/// truststore, loads it and serves it to new connections, as the broker
+/// that took the alter did (one that does not load is logged and the
+/// listener keeps what it serves).
+fn mirror_broker_configs(broker: &Broker, node: BrokerId, snapshot: &MetadataSnapshot) {
+    let own = node.0.to_string();
+    let mut tls_changed = false;
+    for resource in ["", own.as_str()]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(snapshot.broker_configs.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let current = broker.registry.broker_configs(&resource);
+        let next = snapshot
+            .broker_configs
+            .get(&resource)
+            .cloned()
+            .unwrap_or_default();
+        if current == next {
+            continue;
+        }
+        if (resource.is_empty() || resource == own)
+            && crate::security::Security::tls_changed(&current, &next)
         {
+            tls_changed = true;
+        }
+        if let Err(e) = broker.registry.set_broker_configs(&resource, next) {
             tracing::warn!(resource, error = %e, "cannot mirror broker configs");
         }
     }
+    if tls_changed {
+        let per_broker = broker.registry.broker_configs(&own);
+        let defaults = broker.registry.broker_configs("");
+        match broker
+            .security
+            .prepare_tls(&broker.config, &per_broker, &defaults)
+        {
+            Ok(prepared) => broker.security.install_tls(prepared),
+            Err(reason) => {
+                tracing::warn!(%reason, "a TLS change from the cluster does not load here; listeners keep their keystores");
+            }
+        }
+    }
+}
+
+/// Mirrors `snapshot` into `broker`'s registry and opens the partitions
+/// assigned to `node`. Blocking (registry writes, log opens).
+fn apply(broker: &Broker, node: BrokerId, snapshot: &MetadataSnapshot) {
+    mirror_broker_configs(broker, node, snapshot);
     for local in broker.registry.topics() {
         if names::is_internal(&local.name) {
             continue;

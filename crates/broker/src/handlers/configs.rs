@@ -598,11 +598,7 @@ async fn alter_resource(
             check_broker_resource(broker, &name)?;
             let current = broker.registry.broker_configs(&name);
             let next = apply(&current, changes, false, replace)?;
-            let tls_changed = current
-                .keys()
-                .chain(next.keys())
-                .filter(|k| current.get(*k) != next.get(*k))
-                .any(|k| defs::broker_setting(k).is_some_and(|s| s.name.starts_with("ssl.")));
+            let tls_changed = crate::security::Security::tls_changed(&current, &next);
             // A keystore or truststore change is loaded before it is stored
             // (Kafka's SSLFactory validation, also for validate-only), and
             // served to new connections once it is; established ones keep

@@ -29,7 +29,7 @@ use {
         messages::{self as m, ApiKey, BrokerId, TopicName},
         protocol::{Encodable, HeaderVersion, StrBytes},
     },
-    std::{any::Any, sync::Arc},
+    std::{any::Any, collections::HashMap, sync::Arc},
 };
 
 type Edit = Box<dyn FnOnce(&mut dyn Any) + Send>;
@@ -167,40 +167,76 @@ fn operations(broker: &Broker, session: &Session, resource_type: ResourceType, n
         .fold(0, |bits, op| bits | (1 << op.code()))
 }
 
-/// The fix that puts the client's listener address where this broker's
-/// inter-broker address stands.
+/// Every broker's address on `session`'s listener, by node id: this
+/// broker's own, and in cluster mode each live broker's registration of
+/// the listener of that name (a broker without one is left out, as Kafka
+/// leaves out brokers that lack the client's listener).
+fn addresses_on_listener(broker: &Broker, session: &Session) -> HashMap<BrokerId, (StrBytes, i32)> {
+    let name = &session.listener.spec.name;
+    let mut addresses: HashMap<_, _> = broker
+        .cluster
+        .get()
+        .map(|node| node.live_brokers())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|b| {
+            let (host, port) = crate::cluster::named_listener_address(&b.listeners, name)?;
+            Some((BrokerId(b.node.0), (StrBytes::from_string(host), port)))
+        })
+        .collect();
+    let (host, port) = session.listener.advertised();
+    addresses.insert(
+        BrokerId(broker.config.node_id),
+        (StrBytes::from_string(host), port),
+    );
+    addresses
+}
+
+/// The fix that gives the client every broker's address on the listener
+/// it connected to, where the handlers wrote the inter-broker ones.
 fn listener_address(broker: &Arc<Broker>, session: &Arc<Session>, api: ApiKey) -> Fixup {
-    let inter = broker.security.inter_broker();
-    if Arc::ptr_eq(inter, &session.listener) {
+    if Arc::ptr_eq(broker.security.inter_broker(), &session.listener)
+        || !matches!(
+            api,
+            ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::FindCoordinator
+        )
+    {
         return Fixup::none();
     }
-    let (host, port) = session.listener.advertised();
-    let node = BrokerId(broker.config.node_id);
-    let host = StrBytes::from_string(host);
+    let on = addresses_on_listener(broker, session);
     match api {
         ApiKey::Metadata => Fixup::none().edit(move |r: &mut m::MetadataResponse| {
-            for b in r.brokers.iter_mut().filter(|b| b.node_id == node) {
-                b.host = host.clone();
-                b.port = port;
-            }
+            r.brokers.retain_mut(|b| match on.get(&b.node_id) {
+                Some((host, port)) => {
+                    b.host = host.clone();
+                    b.port = *port;
+                    true
+                }
+                None => false,
+            });
         }),
         ApiKey::DescribeCluster => Fixup::none().edit(move |r: &mut m::DescribeClusterResponse| {
-            for b in r.brokers.iter_mut().filter(|b| b.broker_id == node) {
-                b.host = host.clone();
-                b.port = port;
-            }
+            r.brokers.retain_mut(|b| match on.get(&b.broker_id) {
+                Some((host, port)) => {
+                    b.host = host.clone();
+                    b.port = *port;
+                    true
+                }
+                None => false,
+            });
         }),
-        ApiKey::FindCoordinator => Fixup::none().edit(move |r: &mut m::FindCoordinatorResponse| {
-            if r.node_id == node {
+        _ => Fixup::none().edit(move |r: &mut m::FindCoordinatorResponse| {
+            if let Some((host, port)) = on.get(&r.node_id) {
                 r.host = host.clone();
-                r.port = port;
+                r.port = *port;
             }
-            for c in r.coordinators.iter_mut().filter(|c| c.node_id == node) {
-                c.host = host.clone();
-                c.port = port;
+            for c in &mut r.coordinators {
+                if let Some((host, port)) = on.get(&c.node_id) {
+                    c.host = host.clone();
+                    c.port = *port;
+                }
             }
         }),
-        _ => Fixup::none(),
     }
 }
 

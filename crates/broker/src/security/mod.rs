@@ -456,6 +456,22 @@ impl Security {
         &self.endpoints[self.inter_broker]
     }
 
+    /// Whether going from the dynamic broker configs `current` to `next`
+    /// changes a TLS setting (a keystore or truststore to load again).
+    #[must_use]
+    pub fn tls_changed(
+        current: &BTreeMap<String, String>,
+        next: &BTreeMap<String, String>,
+    ) -> bool {
+        current
+            .keys()
+            .chain(next.keys())
+            .filter(|k| current.get(*k) != next.get(*k))
+            .any(|k| {
+                crate::config::defs::broker_setting(k).is_some_and(|s| s.name.starts_with("ssl."))
+            })
+    }
+
     /// Checks that the TLS listeners can serve with the dynamic broker
     /// configs `per_broker` and `defaults`, and returns the configurations
     /// to install with [`Security::install_tls`] once they are stored.
