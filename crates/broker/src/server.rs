@@ -106,6 +106,17 @@ pub async fn run_until(
             )
             .await?;
             let _ = broker.cluster.set(Arc::clone(&node));
+            {
+                let (broker, node) = (Arc::clone(&broker), Arc::clone(&node));
+                crate::blocking::run(move || node.use_security_stores(&broker))
+                    .await
+                    .map_err(|e| BrokerError::Task(e.to_string()))?
+                    .map_err(|e| {
+                        BrokerError::Config(format!(
+                            "ACLs and SCRAM users in the cluster database: {e}"
+                        ))
+                    })?;
+            }
             broker
                 .partitions
                 .use_cluster_coordinator(Arc::new(node.cluster().batch_coordinator()));

@@ -27,6 +27,7 @@ pub mod events;
 pub mod lease;
 pub mod migrate;
 pub mod producer_ids;
+pub mod security;
 pub mod shards;
 pub mod state;
 pub mod topics;

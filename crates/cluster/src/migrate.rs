@@ -40,6 +40,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "diskless batches",
         sql: include_str!("migrations/0003_diskless_batches.sql"),
     },
+    Migration {
+        version: 4,
+        name: "ACLs and SCRAM credentials",
+        sql: include_str!("migrations/0004_security.sql"),
+    },
 ];
 
 /// The schema version this binary brings a database to.

@@ -10,7 +10,7 @@ use {
     crate::{Cluster, db::OpError, error::ClusterError},
     deadpool_postgres::GenericClient,
     krabka_ids::BrokerId,
-    std::collections::BTreeMap,
+    std::collections::{BTreeMap, BTreeSet},
     tokio_postgres::IsolationLevel,
     uuid::Uuid,
 };
@@ -38,9 +38,15 @@ pub struct MetadataSnapshot {
     /// Dynamic broker configs by resource ("" for the cluster default, else
     /// a node id).
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// ACL bindings, each as the broker's canonical text of it.
+    pub acls: BTreeSet<String>,
+    /// SCRAM credentials: (user, mechanism name) to the credential's text.
+    pub scram: BTreeMap<(String, String), String>,
 }
 
-async fn bump_version<C: GenericClient + Sync>(tx: &C) -> Result<i64, tokio_postgres::Error> {
+pub(crate) async fn bump_version<C: GenericClient + Sync>(
+    tx: &C,
+) -> Result<i64, tokio_postgres::Error> {
     Ok(tx
         .query_one(
             "UPDATE cluster SET metadata_version = metadata_version + 1
@@ -164,11 +170,28 @@ impl Cluster {
                         .or_default()
                         .insert(row.get(1), row.get(2));
                 }
+                let acls = tx
+                    .query("SELECT binding FROM acl_bindings", &[])
+                    .await?
+                    .into_iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                let scram = tx
+                    .query(
+                        "SELECT user_name, mechanism, credential FROM scram_credentials",
+                        &[],
+                    )
+                    .await?
+                    .into_iter()
+                    .map(|row| ((row.get(0), row.get(1)), row.get(2)))
+                    .collect();
                 tx.commit().await?;
                 Ok::<_, OpError>(MetadataSnapshot {
                     version,
                     topics: by_id.into_values().map(|t| (t.name.clone(), t)).collect(),
                     broker_configs,
+                    acls,
+                    scram,
                 })
             })
             .await

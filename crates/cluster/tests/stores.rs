@@ -753,3 +753,59 @@ async fn event_logs_hand_out_dense_offsets_under_a_fence() {
     assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.append_events(&fence, 2, &[NewEvent::default()]).await);
     check!(cluster.read_events(2, 16, 10).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn acls_and_scram_credentials_are_shared_and_bump_the_metadata_version() {
+    use krabka_cluster::security::ScramRow;
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let start = cluster.metadata_version().await.unwrap();
+    let a = "{\"binding\":\"a\"}".to_owned();
+    let b = "{\"binding\":\"b\"}".to_owned();
+    let v1 = cluster.add_acls(&[a.clone(), b.clone()]).await.unwrap();
+    check!(v1 > start);
+    // Adding one already stored changes nothing but the version.
+    let v2 = cluster.add_acls(&[a.clone()]).await.unwrap();
+    check!(v2 > v1);
+    let mut stored = cluster.acls().await.unwrap();
+    stored.sort();
+    check!(stored == vec![a.clone(), b.clone()]);
+    cluster.remove_acls(&[a.clone()]).await.unwrap();
+    check!(cluster.acls().await.unwrap() == vec![b.clone()]);
+
+    let row = |user: &str, mechanism: &str, credential: &str| ScramRow {
+        user: user.to_owned(),
+        mechanism: mechanism.to_owned(),
+        credential: credential.to_owned(),
+    };
+    cluster
+        .apply_scram(
+            &[
+                row("alice", "SCRAM-SHA-256", "c1"),
+                row("alice", "SCRAM-SHA-512", "c2"),
+            ],
+            &[],
+        )
+        .await
+        .unwrap();
+    // An upsert replaces, a deletion removes one mechanism, in one change.
+    let v3 = cluster
+        .apply_scram(
+            &[row("alice", "SCRAM-SHA-256", "c3")],
+            &[("alice".to_owned(), "SCRAM-SHA-512".to_owned())],
+        )
+        .await
+        .unwrap();
+    check!(cluster.scram_credentials().await.unwrap() == vec![row("alice", "SCRAM-SHA-256", "c3")]);
+    let snapshot = cluster.load_metadata().await.unwrap();
+    check!(snapshot.version == v3);
+    check!(snapshot.acls.into_iter().collect::<Vec<_>>() == vec![b]);
+    check!(
+        snapshot.scram.into_iter().collect::<Vec<_>>()
+            == vec![(
+                ("alice".to_owned(), "SCRAM-SHA-256".to_owned()),
+                "c3".to_owned()
+            )]
+    );
+}

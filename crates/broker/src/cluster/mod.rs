@@ -14,6 +14,7 @@
 //! `krabka_cluster::lease`), so it stops before anyone else can take over.
 
 pub mod coordinators;
+pub mod security;
 pub mod settings;
 pub mod topics;
 
@@ -67,6 +68,8 @@ pub struct ClusterNode {
     producer_ids: Mutex<std::ops::Range<i64>>,
     /// The runtime, for the blocking callers of the producer-id allocator.
     runtime: tokio::runtime::Handle,
+    /// Set once the ACLs and SCRAM users live in the database.
+    security: std::sync::OnceLock<Arc<security::WrittenVersion>>,
 }
 
 /// How many producer ids a broker takes from the database at once.
@@ -116,6 +119,7 @@ impl ClusterNode {
             metadata: Mutex::new(krabka_cluster::topics::MetadataSnapshot::default()),
             producer_ids: Mutex::new(0..0),
             runtime: tokio::runtime::Handle::current(),
+            security: std::sync::OnceLock::new(),
         });
         this.refresh().await?;
         Ok(this)
@@ -137,6 +141,30 @@ impl ClusterNode {
     #[must_use]
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
+    }
+
+    /// Moves `broker`'s ACLs and SCRAM users to the cluster's database
+    /// (blocking; once, at join).
+    ///
+    /// # Errors
+    ///
+    /// A reason when the database cannot be read or written.
+    pub fn use_security_stores(&self, broker: &crate::broker::Broker) -> Result<(), String> {
+        let written = security::use_cluster_stores(broker, &self.cluster, &self.runtime)?;
+        let _ = self.security.set(written);
+        Ok(())
+    }
+
+    /// Serves the ACLs and SCRAM users of `snapshot` (blocking; from the
+    /// metadata sync), once they live in the database.
+    pub fn mirror_security(
+        &self,
+        broker: &crate::broker::Broker,
+        snapshot: &krabka_cluster::topics::MetadataSnapshot,
+    ) {
+        if let Some(written) = self.security.get() {
+            security::mirror(broker, written, snapshot);
+        }
     }
 
     /// This broker's node id.

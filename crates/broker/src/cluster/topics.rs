@@ -241,6 +241,9 @@ fn mirror_broker_configs(broker: &Broker, node: BrokerId, snapshot: &MetadataSna
 /// assigned to `node`. Blocking (registry writes, log opens).
 fn apply(broker: &Broker, node: BrokerId, snapshot: &MetadataSnapshot) {
     mirror_broker_configs(broker, node, snapshot);
+    if let Some(member) = broker.cluster.get() {
+        member.mirror_security(broker, snapshot);
+    }
     for local in broker.registry.topics() {
         if names::is_internal(&local.name) {
             continue;

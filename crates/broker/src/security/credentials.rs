@@ -13,7 +13,7 @@ use {
         collections::{BTreeMap, HashMap},
         num::NonZeroU32,
         path::{Path, PathBuf},
-        sync::{Mutex, PoisonError, RwLock},
+        sync::{Arc, Mutex, PoisonError, RwLock},
     },
 };
 
@@ -197,7 +197,11 @@ pub struct Upsertion {
 /// the store behind it.
 #[derive(Debug)]
 pub struct ScramUsers {
-    store: Box<dyn ScramStore>,
+    /// Replaced once when a broker joins a cluster (its users then live in
+    /// the cluster's database).
+    store: RwLock<Arc<dyn ScramStore>>,
+    /// The bootstrap file's users, added to any store that lacks them.
+    bootstrap: Vec<StoredCredential>,
     snapshot: RwLock<HashMap<(String, ScramMechanism), ScramCredential>>,
     writes: Mutex<()>,
 }
@@ -210,38 +214,92 @@ impl ScramUsers {
     ///
     /// A reason when the store cannot be read or written, or the bootstrap
     /// file cannot be read or parsed.
-    pub fn open(store: Box<dyn ScramStore>, bootstrap: Option<&Path>) -> Result<Self, String> {
+    pub fn open(store: Arc<dyn ScramStore>, bootstrap: Option<&Path>) -> Result<Self, String> {
+        let bootstrap = match bootstrap {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("SCRAM bootstrap file {}: {e}", path.display()))?;
+                parse_bootstrap(&text)
+                    .map_err(|e| format!("SCRAM bootstrap file {}: {e}", path.display()))?
+            }
+            None => Vec::new(),
+        };
         let users = Self {
             snapshot: RwLock::new(HashMap::new()),
-            store,
+            store: RwLock::new(store),
+            bootstrap,
             writes: Mutex::new(()),
         };
         users.reload().map_err(|e| e.to_string())?;
-        if let Some(path) = bootstrap {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("SCRAM bootstrap file {}: {e}", path.display()))?;
-            let entries = parse_bootstrap(&text)
-                .map_err(|e| format!("SCRAM bootstrap file {}: {e}", path.display()))?;
-            let missing: Vec<StoredCredential> = entries
-                .into_iter()
-                .filter(|c| users.get(&c.user, c.mechanism).is_none())
-                .collect();
-            if !missing.is_empty() {
-                users
-                    .store
-                    .apply(&missing, &[])
-                    .map_err(|e| e.to_string())?;
-                users.reload().map_err(|e| e.to_string())?;
-                for c in &missing {
-                    tracing::info!(user = %c.user, mechanism = c.mechanism.name(), "SCRAM user created from the bootstrap file");
-                }
-            }
-        }
+        users.add_bootstrap_users()?;
         Ok(users)
     }
 
+    /// Keeps the users in `store` from now on, adds the bootstrap file's
+    /// users it lacks, and serves what it holds (blocking).
+    ///
+    /// # Errors
+    ///
+    /// A reason when `store` cannot be read or written; the users served
+    /// are then `store`'s as far as it could be read.
+    pub fn use_store(&self, store: Arc<dyn ScramStore>) -> Result<(), String> {
+        {
+            let _writing = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+            *self.store.write().unwrap_or_else(PoisonError::into_inner) = store;
+            self.reload().map_err(|e| e.to_string())?;
+        }
+        self.add_bootstrap_users()
+    }
+
+    /// Serves `all`, as the store now holds them (changes another broker of
+    /// the cluster made).
+    pub fn install(&self, all: Vec<StoredCredential>) {
+        let _writing = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let next: HashMap<_, _> = all
+            .into_iter()
+            .map(|c| ((c.user, c.mechanism), c.credential))
+            .collect();
+        let mut snapshot = self
+            .snapshot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *snapshot != next {
+            tracing::info!(
+                credentials = next.len(),
+                "SCRAM users changed in the cluster"
+            );
+            *snapshot = next;
+        }
+    }
+
+    fn store(&self) -> Arc<dyn ScramStore> {
+        Arc::clone(&self.store.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Adds the bootstrap file's users the store does not hold yet.
+    fn add_bootstrap_users(&self) -> Result<(), String> {
+        let _writing = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let missing: Vec<StoredCredential> = self
+            .bootstrap
+            .iter()
+            .filter(|c| self.get(&c.user, c.mechanism).is_none())
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.store()
+            .apply(&missing, &[])
+            .map_err(|e| e.to_string())?;
+        self.reload().map_err(|e| e.to_string())?;
+        for c in &missing {
+            tracing::info!(user = %c.user, mechanism = c.mechanism.name(), "SCRAM user created from the bootstrap file");
+        }
+        Ok(())
+    }
+
     fn reload(&self) -> Result<(), CredentialStoreError> {
-        let all = self.store.list()?;
+        let all = self.store().list()?;
         *self
             .snapshot
             .write()
@@ -378,7 +436,7 @@ impl ScramUsers {
         let stored = if deletions.is_empty() && upserts.is_empty() {
             Ok(())
         } else {
-            self.store
+            self.store()
                 .apply(&upserts, &deletions)
                 .and_then(|()| self.reload())
         };
@@ -485,7 +543,11 @@ mod tests {
     use {super::*, assert2::check};
 
     fn users(dir: &Path, bootstrap: Option<&Path>) -> ScramUsers {
-        ScramUsers::open(Box::new(FileScramStore::open(dir).unwrap()), bootstrap).unwrap()
+        ScramUsers::open(
+            std::sync::Arc::new(FileScramStore::open(dir).unwrap()),
+            bootstrap,
+        )
+        .unwrap()
     }
 
     fn upsert(user: &str, mechanism: i8, iterations: i32) -> Upsertion {

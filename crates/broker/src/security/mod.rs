@@ -215,7 +215,7 @@ impl Security {
                 .map_err(|e| BrokerError::Config(e.to_string()))?;
             Some(
                 acl::Authorizer::new(
-                    Box::new(store),
+                    Arc::new(store),
                     &lookup.raw("super.users").unwrap_or_default(),
                     lookup
                         .raw("allow.everyone.if.no.acl.found")
@@ -230,7 +230,7 @@ impl Security {
             .raw("krabka.sasl.scram.bootstrap.file")
             .filter(|p| !p.trim().is_empty())
             .map(std::path::PathBuf::from);
-        let scram = credentials::ScramUsers::open(Box::new(store), bootstrap.as_deref())
+        let scram = credentials::ScramUsers::open(Arc::new(store), bootstrap.as_deref())
             .map_err(BrokerError::Config)?;
         let delay_ms: u64 = lookup
             .raw("connection.failed.authentication.delay.ms")

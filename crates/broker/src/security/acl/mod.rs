@@ -46,7 +46,9 @@ struct Snapshot {
 pub struct Authorizer {
     super_users: HashSet<String>,
     allow_if_no_acl: bool,
-    store: Box<dyn AclStore>,
+    /// Replaced once when a broker joins a cluster (its ACLs then live in
+    /// the cluster's database).
+    store: RwLock<Arc<dyn AclStore>>,
     snapshot: RwLock<Arc<Snapshot>>,
     generation: AtomicU64,
     writes: Mutex<()>,
@@ -69,7 +71,7 @@ impl Authorizer {
     ///
     /// [`AclStoreError`] when the store cannot be read.
     pub fn new(
-        store: Box<dyn AclStore>,
+        store: Arc<dyn AclStore>,
         super_users: &str,
         allow_if_no_acl: bool,
     ) -> Result<Self, AclStoreError> {
@@ -84,7 +86,7 @@ impl Authorizer {
                 .map(str::to_owned)
                 .collect(),
             allow_if_no_acl,
-            store,
+            store: RwLock::new(store),
             snapshot: RwLock::new(Arc::new(Snapshot { bindings, index })),
             generation: AtomicU64::new(1),
             writes: Mutex::new(()),
@@ -165,6 +167,39 @@ impl Authorizer {
             .collect()
     }
 
+    fn store(&self) -> Arc<dyn AclStore> {
+        Arc::clone(&self.store.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Keeps the ACLs in `store` from now on, and serves what it holds
+    /// (blocking).
+    ///
+    /// # Errors
+    ///
+    /// [`AclStoreError`] when `store` cannot be read; nothing changed.
+    pub fn use_store(&self, store: Arc<dyn AclStore>) -> Result<(), AclStoreError> {
+        let _writing = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let bindings = store.list()?;
+        *self.store.write().unwrap_or_else(PoisonError::into_inner) = store;
+        tracing::info!(acls = bindings.len(), "authorizer loaded its ACLs");
+        self.publish(bindings);
+        Ok(())
+    }
+
+    /// Serves `bindings`, as the store now holds them (changes another
+    /// broker of the cluster made); nothing happens when they are the ones
+    /// served already.
+    pub fn install(&self, mut bindings: Vec<AclBinding>) {
+        let _writing = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut current = self.current().bindings.clone();
+        current.sort();
+        bindings.sort();
+        if current != bindings {
+            tracing::info!(acls = bindings.len(), "ACLs changed in the cluster");
+            self.publish(bindings);
+        }
+    }
+
     fn publish(&self, bindings: Vec<AclBinding>) {
         let index = AclIndex::new(&bindings);
         *self
@@ -195,7 +230,7 @@ impl Authorizer {
         if valid.is_empty() {
             return results;
         }
-        match self.store.add(&valid) {
+        match self.store().add(&valid) {
             Ok(()) => {
                 let mut all = self.current().bindings.clone();
                 for b in valid {
@@ -247,7 +282,7 @@ impl Authorizer {
             return Ok(matched);
         }
         let gone_list: Vec<AclBinding> = gone.iter().map(|b| (*b).clone()).collect();
-        self.store.remove(&gone_list)?;
+        self.store().remove(&gone_list)?;
         let rest = current
             .bindings
             .iter()
@@ -330,7 +365,7 @@ mod tests {
 
     fn authorizer(dir: &std::path::Path, supers: &str, allow_if_none: bool) -> Authorizer {
         Authorizer::new(
-            Box::new(store::FileAclStore::open(dir).unwrap()),
+            Arc::new(store::FileAclStore::open(dir).unwrap()),
             supers,
             allow_if_none,
         )
@@ -413,5 +448,45 @@ mod tests {
         check!(cache.get_or(1, Operation::Read, ResourceType::Topic, "t", || true));
         check!(cache.get_or(1, Operation::Read, ResourceType::Topic, "t", || false));
         check!(!cache.get_or(2, Operation::Read, ResourceType::Topic, "t", || false));
+    }
+
+    #[test]
+    fn a_new_store_is_served_and_installed_bindings_change_decisions_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = authorizer(dir.path(), "", false);
+        a.create(&[allow("t", "User:bob", Operation::Write)]);
+        let other = tempfile::tempdir().unwrap();
+        let elsewhere = store::FileAclStore::open(other.path()).unwrap();
+        elsewhere
+            .add(&[allow("u", "User:carol", Operation::Write)])
+            .unwrap();
+        // The new store's bindings replace the old store's.
+        a.use_store(Arc::new(elsewhere)).unwrap();
+        check!(!a.authorize("User:bob", "h", Operation::Write, ResourceType::Topic, "t"));
+        check!(a.authorize(
+            "User:carol",
+            "h",
+            Operation::Write,
+            ResourceType::Topic,
+            "u"
+        ));
+        // Installing what is served already keeps cached decisions valid;
+        // anything else invalidates them.
+        let generation = a.generation();
+        a.install(vec![allow("u", "User:carol", Operation::Write)]);
+        check!(a.generation() == generation);
+        a.install(vec![allow("t", "User:bob", Operation::Write)]);
+        check!(a.generation() != generation);
+        check!(a.authorize("User:bob", "h", Operation::Write, ResourceType::Topic, "t"));
+        // Writes now go to the new store.
+        a.create(&[allow("v", "User:dave", Operation::Read)]);
+        check!(
+            store::FileAclStore::open(other.path())
+                .unwrap()
+                .list()
+                .unwrap()
+                .len()
+                == 2
+        );
     }
 }
