@@ -33,6 +33,7 @@ on disk (Kafka deletes a topic's files a minute after the delete).
     cargo build --release -p krabka-broker      # or use an existing build
     KRABKA_COMPAT_M2=... /work/main/.venv/bin/python bench/vs_kafka.py \\
         [--rounds 3] [--bytes 1e9] [--clients java,kcat] [--quick]
+        [--sizes 1024,100] [--partitions 1,8] [--acks 1,all]   # a subset of the rows
 
 Prints a Markdown table of both brokers' medians over the rounds and the
 Krabka/Kafka ratios, then every round's figures. Not part of scripts/test.
@@ -370,13 +371,18 @@ def main():
     parser.add_argument("--warmup-bytes", type=float, default=2e8,
                         help="unmeasured produce+consume with each client after each broker start")
     parser.add_argument("--dir", default=None, help="parent of both brokers' data dirs (default: $TMPDIR)")
+    parser.add_argument("--sizes", default="1024,100", help="record sizes of the rows (bytes)")
+    parser.add_argument("--partitions", default="1,8", help="partition counts of the rows")
+    parser.add_argument("--acks", default="1,all", help="acks of the produce rows (consume reads the first's topic)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 1 round, 100 MB, 1 KiB, 1 partition, acks=1, 2 s of latency")
     args = parser.parse_args()
     args.clients = [c for c in args.clients.split(",") if c]
     if set(args.clients) - {"java", "kcat"}:
         sys.exit("--clients takes java and kcat")
-    args.sizes, args.partitions, args.acks = (1024, 100), (1, 8), ("1", "all")
+    args.sizes = tuple(int(x) for x in args.sizes.split(","))
+    args.partitions = tuple(int(x) for x in args.partitions.split(","))
+    args.acks = tuple(args.acks.split(","))
     if args.quick:
         args.rounds, args.bytes, args.latency_seconds, args.warmup_bytes = 1, 1e8, 2.0, 5e7
         args.sizes, args.partitions, args.acks = (1024,), (1,), ("1",)
