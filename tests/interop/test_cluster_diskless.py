@@ -140,3 +140,43 @@ def test_a_record_produced_through_one_broker_is_read_through_the_other(cluster_
     p1 = consume_confluent(survivor.bootstrap, TOPIC, 25, partition=1)
     assert [m.offset() for m in p1] == list(range(25))
     assert [m.value() for m in p1][20:] == [b"after-%d" % i for i in range(1, 10, 2)]
+
+
+def test_a_fetch_parked_on_one_broker_wakes_on_a_commit_through_another(cluster_db, cluster_factory, tmp_path):
+    """A consumer long-polling broker 2 gets a record produced through
+    broker 1 when its commit happens (PostgreSQL NOTIFY), not when its
+    20 s wait ends."""
+    import threading
+
+    store = tmp_path / "shared-diskless-store"
+    settings = {"krabka.diskless.storage.dir": str(store), "diskless.commit.interval.ms": "20"}
+    brokers = [cluster_factory(cluster_db, node, settings) for node in (1, 2)]
+    wait_for("two brokers", lambda: len(AdminClient(
+        {"bootstrap.servers": brokers[0].bootstrap}).list_topics(timeout=10).brokers) == 2)
+    create_topic(brokers[0].bootstrap, TOPIC, partitions=1, config={"diskless.enable": "true"})
+    first = produce_to(brokers[0], 0, [b"first"])
+    wait_for("broker 2 to serve the partition", lambda: fetch_from(brokers[1], 0, first))
+
+    parked = {}
+
+    def long_poll():
+        started = time.monotonic()
+        with RawConnection(brokers[1].bootstrap) as conn:
+            _, response = conn.call(
+                fetch_request([(TOPIC, 0, first + 1)], max_wait_ms=20000, min_bytes=1), FetchResponse)
+        p = response.responses[0].partitions[0]
+        records = MemoryRecords(bytes(p.records or b""))
+        values = []
+        while records.has_next():
+            values.extend(r.value for r in records.next_batch())
+        parked.update(error=p.error_code, values=values, seconds=time.monotonic() - started)
+
+    waiter = threading.Thread(target=long_poll)
+    waiter.start()
+    time.sleep(1.0)  # let the fetch park on broker 2
+    assert waiter.is_alive(), "the fetch answered before anything was produced: %s" % parked
+    produce_to(brokers[0], 0, [b"second"])
+    waiter.join(timeout=30)
+    assert not waiter.is_alive()
+    assert parked["error"] == 0 and parked["values"] == [b"second"], parked
+    assert parked["seconds"] < 10, "woken by the commit, not by the end of its wait: %s" % parked

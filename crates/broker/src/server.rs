@@ -120,9 +120,20 @@ pub async fn run_until(
             broker
                 .partitions
                 .use_cluster_coordinator(Arc::new(node.cluster().batch_coordinator()));
+            // Fetches parked on a diskless partition wake on commits made
+            // through any broker, not only this one.
+            let waking = Arc::downgrade(&broker);
+            let commits = node.cluster().watch_diskless_commits(Arc::new(move |wake| {
+                if let Some(broker) = waking.upgrade()
+                    && let Some(diskless) = broker.partitions.diskless_started()
+                {
+                    diskless.wake(&wake);
+                }
+            }));
             node.sync_metadata(&broker).await?;
-            Some(tokio::spawn(
-                node.run(Arc::downgrade(&broker), membership_stopped),
+            Some((
+                tokio::spawn(node.run(Arc::downgrade(&broker), membership_stopped)),
+                commits,
             ))
         }
         None => None,
@@ -202,7 +213,8 @@ pub async fn run_until(
     }
     // Deregistering releases this broker's leases at once.
     membership_stop.send_replace(true);
-    if let Some(membership) = cluster {
+    if let Some((membership, commits)) = cluster {
+        commits.abort();
         let _ = membership.await;
     }
     tracing::info!("closing logs");

@@ -15,6 +15,9 @@ use {
 #[derive(Clone)]
 pub struct Database {
     pool: Pool,
+    /// What a connection outside the pool (a LISTEN) is opened with.
+    pg: tokio_postgres::Config,
+    tls: DatabaseTls,
 }
 
 impl std::fmt::Debug for Database {
@@ -51,11 +54,13 @@ impl Database {
         };
         let manager = match &config.tls {
             DatabaseTls::Disabled => {
-                Manager::from_config(pg, tokio_postgres::NoTls, manager_config)
+                Manager::from_config(pg.clone(), tokio_postgres::NoTls, manager_config)
             }
-            DatabaseTls::Enabled { ca_file } => {
-                Manager::from_config(pg, tls_connector(ca_file.as_deref())?, manager_config)
-            }
+            DatabaseTls::Enabled { ca_file } => Manager::from_config(
+                pg.clone(),
+                tls_connector(ca_file.as_deref())?,
+                manager_config,
+            ),
         };
         let timeouts = Timeouts {
             wait: Some(config.connect_timeout),
@@ -68,7 +73,46 @@ impl Database {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| ClusterError::Config(format!("connection pool: {e}")))?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            pg,
+            tls: config.tls.clone(),
+        })
+    }
+
+    /// Opens a connection of its own (not from the pool), subscribes it to
+    /// `channel` and calls `on` with each notification's payload until the
+    /// connection ends; `on(None)` once subscribed, since notifications sent
+    /// while no connection listened are lost.
+    ///
+    /// # Errors
+    ///
+    /// [`ClusterError::Unavailable`] when the connection cannot be opened or
+    /// breaks.
+    pub(crate) async fn listen(
+        &self,
+        channel: &str,
+        on: &(dyn Fn(Option<&str>) + Send + Sync),
+    ) -> Result<(), ClusterError> {
+        let unavailable = |e: tokio_postgres::Error| ClusterError::Unavailable(e.to_string());
+        match &self.tls {
+            DatabaseTls::Disabled => {
+                let (client, connection) = self
+                    .pg
+                    .connect(tokio_postgres::NoTls)
+                    .await
+                    .map_err(unavailable)?;
+                listen_on(&client, connection, channel, on).await
+            }
+            DatabaseTls::Enabled { ca_file } => {
+                let (client, connection) = self
+                    .pg
+                    .connect(tls_connector(ca_file.as_deref())?)
+                    .await
+                    .map_err(unavailable)?;
+                listen_on(&client, connection, channel, on).await
+            }
+        }
     }
 
     /// A connection from the pool.
@@ -129,6 +173,42 @@ impl From<tokio_postgres::Error> for OpError {
 impl From<ClusterError> for OpError {
     fn from(e: ClusterError) -> Self {
         Self::Store(e)
+    }
+}
+
+/// Drives `connection` (whose client is `client`): sends `LISTEN channel`,
+/// then hands every notification on it to `on`.
+async fn listen_on<T>(
+    client: &tokio_postgres::Client,
+    mut connection: tokio_postgres::Connection<tokio_postgres::Socket, T>,
+    channel: &str,
+    on: &(dyn Fn(Option<&str>) + Send + Sync),
+) -> Result<(), ClusterError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let unavailable = |e: tokio_postgres::Error| ClusterError::Unavailable(e.to_string());
+    // The channel name is ours (a constant), never a client's.
+    let statement = format!("LISTEN {channel}");
+    let subscribe = client.batch_execute(&statement);
+    tokio::pin!(subscribe);
+    let mut subscribed = false;
+    loop {
+        tokio::select! {
+            done = &mut subscribe, if !subscribed => {
+                done.map_err(unavailable)?;
+                subscribed = true;
+                on(None);
+            }
+            message = std::future::poll_fn(|cx| connection.poll_message(cx)) => match message {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) if n.channel() == channel => {
+                    on(Some(n.payload()));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(unavailable(e)),
+                None => return Err(ClusterError::Unavailable("the listening connection closed".into())),
+            }
+        }
     }
 }
 

@@ -515,6 +515,17 @@ async fn commit_object(
         partitions.retain(|p, _| appended.contains(p));
         store_partitions(&tx, &partitions).await?;
         store_producers(&tx, &producers, &changed_producers).await?;
+        // Delivered to the listening brokers only if this commits.
+        let notify = tx.prepare_cached("SELECT pg_notify($1, $2)").await?;
+        let touched: Vec<DisklessPartition> = appended.into_iter().collect();
+        tx.execute(
+            &notify,
+            &[
+                &crate::notify::DISKLESS_COMMITS,
+                &crate::notify::payload(&touched),
+            ],
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(answers)

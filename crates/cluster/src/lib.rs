@@ -26,6 +26,7 @@ pub mod error;
 pub mod events;
 pub mod lease;
 pub mod migrate;
+pub mod notify;
 pub mod producer_ids;
 pub mod security;
 pub mod shards;

@@ -766,12 +766,12 @@ async fn acls_and_scram_credentials_are_shared_and_bump_the_metadata_version() {
     let v1 = cluster.add_acls(&[a.clone(), b.clone()]).await.unwrap();
     check!(v1 > start);
     // Adding one already stored changes nothing but the version.
-    let v2 = cluster.add_acls(&[a.clone()]).await.unwrap();
+    let v2 = cluster.add_acls(std::slice::from_ref(&a)).await.unwrap();
     check!(v2 > v1);
     let mut stored = cluster.acls().await.unwrap();
     stored.sort();
     check!(stored == vec![a.clone(), b.clone()]);
-    cluster.remove_acls(&[a.clone()]).await.unwrap();
+    cluster.remove_acls(std::slice::from_ref(&a)).await.unwrap();
     check!(cluster.acls().await.unwrap() == vec![b.clone()]);
 
     let row = |user: &str, mechanism: &str, credential: &str| ScramRow {

@@ -309,6 +309,26 @@ impl DisklessRuntime {
             .clone()
     }
 
+    /// Wakes the fetches parked on the partitions `wake` names (a commit
+    /// made through another broker of the cluster).
+    pub fn wake(&self, wake: &krabka_cluster::notify::CommitWake) {
+        let waiters = self.waiters.read().unwrap_or_else(PoisonError::into_inner);
+        let wake_one = |notify: &Weak<Notify>| {
+            if let Some(notify) = notify.upgrade() {
+                notify.notify_waiters();
+            }
+        };
+        match wake {
+            krabka_cluster::notify::CommitWake::All => waiters.values().for_each(wake_one),
+            krabka_cluster::notify::CommitWake::Partitions(touched) => {
+                touched
+                    .iter()
+                    .filter_map(|p| waiters.get(p))
+                    .for_each(wake_one);
+            }
+        }
+    }
+
     /// Registers the wake-up of a partition.
     fn watch(&self, partition: DisklessPartition, notify: &Arc<Notify>) {
         let mut waiters = self.waiters.write().unwrap_or_else(PoisonError::into_inner);
