@@ -71,13 +71,20 @@ def fetch_from(broker, partition, offset):
     return out
 
 
-def test_a_record_produced_through_one_broker_is_read_through_the_other(cluster_db, cluster_factory, tmp_path):
+def two_brokers_and_a_diskless_topic(cluster_db, cluster_factory, tmp_path, partitions):
+    """Brokers 1 and 2 of one cluster sharing a store directory, both
+    listed, and TOPIC created diskless with `partitions`."""
     store = tmp_path / "shared-diskless-store"
     settings = {"krabka.diskless.storage.dir": str(store), "diskless.commit.interval.ms": "20"}
     brokers = [cluster_factory(cluster_db, node, settings) for node in (1, 2)]
     wait_for("two brokers", lambda: len(AdminClient(
         {"bootstrap.servers": brokers[0].bootstrap}).list_topics(timeout=10).brokers) == 2)
-    create_topic(brokers[0].bootstrap, TOPIC, partitions=2, config={"diskless.enable": "true"})
+    create_topic(brokers[0].bootstrap, TOPIC, partitions=partitions, config={"diskless.enable": "true"})
+    return brokers, store
+
+
+def test_a_record_produced_through_one_broker_is_read_through_the_other(cluster_db, cluster_factory, tmp_path):
+    brokers, store = two_brokers_and_a_diskless_topic(cluster_db, cluster_factory, tmp_path, 2)
 
     # Through broker 1, read through broker 2; then the other way round, on
     # the same partition: one order, dense offsets, whichever broker wrote.
@@ -148,12 +155,7 @@ def test_a_fetch_parked_on_one_broker_wakes_on_a_commit_through_another(cluster_
     20 s wait ends."""
     import threading
 
-    store = tmp_path / "shared-diskless-store"
-    settings = {"krabka.diskless.storage.dir": str(store), "diskless.commit.interval.ms": "20"}
-    brokers = [cluster_factory(cluster_db, node, settings) for node in (1, 2)]
-    wait_for("two brokers", lambda: len(AdminClient(
-        {"bootstrap.servers": brokers[0].bootstrap}).list_topics(timeout=10).brokers) == 2)
-    create_topic(brokers[0].bootstrap, TOPIC, partitions=1, config={"diskless.enable": "true"})
+    brokers, _ = two_brokers_and_a_diskless_topic(cluster_db, cluster_factory, tmp_path, 1)
     first = produce_to(brokers[0], 0, [b"first"])
     wait_for("broker 2 to serve the partition", lambda: fetch_from(brokers[1], 0, first))
 

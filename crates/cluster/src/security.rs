@@ -74,20 +74,13 @@ impl Cluster {
     /// [`ClusterError::Database`] / [`ClusterError::Unavailable`]; nothing
     /// is stored then.
     pub async fn add_acls(&self, bindings: &[String]) -> Result<i64, ClusterError> {
-        self.db
-            .run("add_acls", async |conn| {
-                let tx = conn.transaction().await?;
-                tx.execute(
-                    "INSERT INTO acl_bindings (binding) SELECT unnest($1::text[])
-                     ON CONFLICT DO NOTHING",
-                    &[&bindings],
-                )
-                .await?;
-                let version = bump_version(&tx).await?;
-                tx.commit().await?;
-                Ok::<_, OpError>(version)
-            })
-            .await
+        self.change_acls(
+            "add_acls",
+            "INSERT INTO acl_bindings (binding) SELECT unnest($1::text[])
+             ON CONFLICT DO NOTHING",
+            bindings,
+        )
+        .await
     }
 
     /// Removes `bindings`. Returns the new metadata version.
@@ -97,14 +90,26 @@ impl Cluster {
     /// [`ClusterError::Database`] / [`ClusterError::Unavailable`]; nothing
     /// is removed then.
     pub async fn remove_acls(&self, bindings: &[String]) -> Result<i64, ClusterError> {
+        self.change_acls(
+            "remove_acls",
+            "DELETE FROM acl_bindings WHERE binding = ANY($1::text[])",
+            bindings,
+        )
+        .await
+    }
+
+    /// Runs `statement` on `bindings` and bumps the metadata version, in
+    /// one transaction.
+    async fn change_acls(
+        &self,
+        op: &'static str,
+        statement: &str,
+        bindings: &[String],
+    ) -> Result<i64, ClusterError> {
         self.db
-            .run("remove_acls", async |conn| {
+            .run(op, async |conn| {
                 let tx = conn.transaction().await?;
-                tx.execute(
-                    "DELETE FROM acl_bindings WHERE binding = ANY($1::text[])",
-                    &[&bindings],
-                )
-                .await?;
+                tx.execute(statement, &[&bindings]).await?;
                 let version = bump_version(&tx).await?;
                 tx.commit().await?;
                 Ok::<_, OpError>(version)

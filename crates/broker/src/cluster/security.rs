@@ -26,7 +26,7 @@ use {
             sasl::scram::{ScramCredential, ScramMechanism},
         },
     },
-    krabka_cluster::{Cluster, security::ScramRow, topics::MetadataSnapshot},
+    krabka_cluster::{Cluster, ClusterError, security::ScramRow, topics::MetadataSnapshot},
     std::sync::{
         Arc,
         atomic::{AtomicI64, Ordering},
@@ -70,9 +70,12 @@ fn acl_error(reason: impl std::fmt::Display) -> AclStoreError {
     }
 }
 
-/// The canonical text of `binding`.
-fn binding_text(binding: &AclBinding) -> Result<String, AclStoreError> {
-    serde_json::to_string(binding).map_err(acl_error)
+/// The canonical text of each binding.
+fn binding_texts(bindings: &[AclBinding]) -> Result<Vec<String>, AclStoreError> {
+    bindings
+        .iter()
+        .map(|b| serde_json::to_string(b).map_err(acl_error))
+        .collect()
 }
 
 impl AclStore for DbAclStore {
@@ -88,28 +91,20 @@ impl AclStore for DbAclStore {
     }
 
     fn add(&self, bindings: &[AclBinding]) -> Result<(), AclStoreError> {
-        let texts = bindings
-            .iter()
-            .map(binding_text)
-            .collect::<Result<Vec<_>, _>>()?;
-        let version = self
-            .runtime
-            .block_on(self.cluster.add_acls(&texts))
-            .map_err(acl_error)?;
-        self.written.wrote(version);
-        Ok(())
+        let texts = binding_texts(bindings)?;
+        self.wrote(self.runtime.block_on(self.cluster.add_acls(&texts)))
     }
 
     fn remove(&self, bindings: &[AclBinding]) -> Result<(), AclStoreError> {
-        let texts = bindings
-            .iter()
-            .map(binding_text)
-            .collect::<Result<Vec<_>, _>>()?;
-        let version = self
-            .runtime
-            .block_on(self.cluster.remove_acls(&texts))
-            .map_err(acl_error)?;
-        self.written.wrote(version);
+        let texts = binding_texts(bindings)?;
+        self.wrote(self.runtime.block_on(self.cluster.remove_acls(&texts)))
+    }
+}
+
+impl DbAclStore {
+    /// Remembers the metadata version a write produced.
+    fn wrote(&self, version: Result<i64, ClusterError>) -> Result<(), AclStoreError> {
+        self.written.wrote(version.map_err(acl_error)?);
         Ok(())
     }
 }

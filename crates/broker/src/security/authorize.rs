@@ -206,37 +206,37 @@ fn listener_address(broker: &Arc<Broker>, session: &Arc<Session>, api: ApiKey) -
     let on = addresses_on_listener(broker, session);
     match api {
         ApiKey::Metadata => Fixup::none().edit(move |r: &mut m::MetadataResponse| {
-            r.brokers.retain_mut(|b| match on.get(&b.node_id) {
-                Some((host, port)) => {
-                    b.host = host.clone();
-                    b.port = *port;
-                    true
-                }
-                None => false,
-            });
+            r.brokers
+                .retain_mut(|b| readdress(&on, b.node_id, &mut b.host, &mut b.port));
         }),
         ApiKey::DescribeCluster => Fixup::none().edit(move |r: &mut m::DescribeClusterResponse| {
-            r.brokers.retain_mut(|b| match on.get(&b.broker_id) {
-                Some((host, port)) => {
-                    b.host = host.clone();
-                    b.port = *port;
-                    true
-                }
-                None => false,
-            });
+            r.brokers
+                .retain_mut(|b| readdress(&on, b.broker_id, &mut b.host, &mut b.port));
         }),
         _ => Fixup::none().edit(move |r: &mut m::FindCoordinatorResponse| {
-            if let Some((host, port)) = on.get(&r.node_id) {
-                r.host = host.clone();
-                r.port = *port;
-            }
+            readdress(&on, r.node_id, &mut r.host, &mut r.port);
             for c in &mut r.coordinators {
-                if let Some((host, port)) = on.get(&c.node_id) {
-                    c.host = host.clone();
-                    c.port = *port;
-                }
+                readdress(&on, c.node_id, &mut c.host, &mut c.port);
             }
         }),
+    }
+}
+
+/// Puts `node`'s address from `on` into `host` and `port`; false when `on`
+/// has none for it.
+fn readdress(
+    on: &HashMap<BrokerId, (StrBytes, i32)>,
+    node: BrokerId,
+    host: &mut StrBytes,
+    port: &mut i32,
+) -> bool {
+    match on.get(&node) {
+        Some((h, p)) => {
+            *host = h.clone();
+            *port = *p;
+            true
+        }
+        None => false,
     }
 }
 
