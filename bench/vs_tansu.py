@@ -37,9 +37,8 @@ import shutil
 import socket
 import statistics
 import subprocess
-import time
 
-from benchlib import WAIT, Broker, free_port
+from benchlib import WAIT, Broker, free_port, wait_until
 from broker import BENCH_BIN, THROUGHPUT
 from vs_kafka import Measure
 
@@ -56,18 +55,20 @@ class Tansu:
             [TANSU_BIN, "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/", "--silent"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + WAIT
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError("tansu exited with %s" % self.process.returncode)
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("tansu did not listen within %d s" % WAIT)
-                time.sleep(0.05)
+        try:
+            wait_until(self.listening, "tansu to listen on port %d" % self.port, step=0.05)
+        except RuntimeError:
+            self.stop()
+            raise
+
+    def listening(self):
+        if self.process.poll() is not None:
+            raise RuntimeError("tansu exited with %s" % self.process.returncode)
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
 
     @property
     def bootstrap(self):

@@ -19,29 +19,38 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import KRABKA_BIN, free_port, sql
-from security_helpers import generate_certs, jaas_plain
+from security_helpers import generate_certs
 from test_cluster import wait_for
 
 
-def ssl_broker(cluster_factory, url, node, certs):
+def cluster_broker(cluster_factory, url, node, listener, settings):
+    """A started cluster broker with PLAINTEXT (inter-broker) and
+    `listener` (the protocol of that name) listeners; the second's port is
+    `broker.secure_port`."""
     port = free_port()
     broker = cluster_factory(url, node, start=False)
     broker.overrides.update({
-        "listeners": "PLAINTEXT://127.0.0.1:%d,SSL://127.0.0.1:%d" % (broker.port, port),
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "listeners": "PLAINTEXT://127.0.0.1:%d,%s://127.0.0.1:%d" % (broker.port, listener, port),
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,%s:%s" % (listener, listener),
         "inter.broker.listener.name": "PLAINTEXT",
+    })
+    broker.overrides.update(settings)
+    broker.start()
+    broker.secure_port = port
+    return broker
+
+
+def ssl_broker(cluster_factory, url, node, certs):
+    return cluster_broker(cluster_factory, url, node, "SSL", {
         "ssl.keystore.type": "PKCS12",
         "ssl.keystore.location": os.path.join(certs, "broker.p12"),
         "ssl.keystore.password": "store-pw",
     })
-    broker.start()
-    broker.ssl_port = port
-    return broker
 
 
 def ssl_conf(broker, ca):
     return {
-        "bootstrap.servers": "127.0.0.1:%d" % broker.ssl_port,
+        "bootstrap.servers": "127.0.0.1:%d" % broker.secure_port,
         "security.protocol": "SSL",
         "ssl.ca.location": os.path.join(ca, "ca.pem"),
     }
@@ -72,7 +81,7 @@ def test_clients_get_every_brokers_address_on_their_listener(cluster_db, cluster
     # The database holds both listeners of each, the inter-broker one first.
     rows = dict(sql(cluster_db, "SELECT node_id, listeners FROM brokers ORDER BY node_id"))
     for node, b in brokers.items():
-        assert rows[str(node)] == "PLAINTEXT://127.0.0.1:%d,SSL://127.0.0.1:%d" % (b.port, b.ssl_port)
+        assert rows[str(node)] == "PLAINTEXT://127.0.0.1:%d,SSL://127.0.0.1:%d" % (b.port, b.secure_port)
 
     # Through broker 1's SSL listener: both brokers, at their SSL ports.
     def ssl_view():
@@ -81,7 +90,7 @@ def test_clients_get_every_brokers_address_on_their_listener(cluster_db, cluster
         return got if len(got) == 2 else None
 
     view = wait_for("both brokers on the SSL listener", ssl_view)
-    assert view == {node: b.ssl_port for node, b in brokers.items()}
+    assert view == {node: b.secure_port for node, b in brokers.items()}
     # Through PLAINTEXT: their PLAINTEXT ports.
     md = AdminClient({"bootstrap.servers": brokers[2].bootstrap}).list_topics(timeout=10)
     assert {m.id: m.port for m in md.brokers.values()} == {node: b.port for node, b in brokers.items()}
@@ -121,9 +130,9 @@ def test_clients_get_every_brokers_address_on_their_listener(cluster_db, cluster
     )
     new_cert = der(os.path.join(fresh, "broker.pem"))
     old_cert = der(os.path.join(certs, "broker.pem"))
-    assert served_certificate(brokers[1].ssl_port) == new_cert
+    assert served_certificate(brokers[1].secure_port) == new_cert
     wait_for("broker 2 to serve the new certificate",
-             lambda: served_certificate(brokers[2].ssl_port) == new_cert)
+             lambda: served_certificate(brokers[2].secure_port) == new_cert)
     assert old_cert != new_cert
     for p in range(4):
         producer.produce("over-ssl", value=b"after", partition=p,
@@ -148,26 +157,18 @@ def sasl_broker(cluster_factory, url, node, tmp_path):
     from the bootstrap file."""
     bootstrap = tmp_path / ("scram-%d.txt" % node)
     bootstrap.write_text("SCRAM-SHA-256=[name=admin,password=%s]\n" % ADMIN_PASSWORD)
-    port = free_port()
-    broker = cluster_factory(url, node, start=False)
-    broker.overrides.update({
-        "listeners": "PLAINTEXT://127.0.0.1:%d,SASL_PLAINTEXT://127.0.0.1:%d" % (broker.port, port),
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "PLAINTEXT",
+    return cluster_broker(cluster_factory, url, node, "SASL_PLAINTEXT", {
         "sasl.enabled.mechanisms": "SCRAM-SHA-256",
         "krabka.sasl.scram.bootstrap.file": str(bootstrap),
         "authorizer.class.name": AUTHORIZER,
         "super.users": "User:admin",
         "connection.failed.authentication.delay.ms": "10",
     })
-    broker.start()
-    broker.sasl_port = port
-    return broker
 
 
 def scram_conf(broker, user, password):
     return {
-        "bootstrap.servers": "127.0.0.1:%d" % broker.sasl_port,
+        "bootstrap.servers": "127.0.0.1:%d" % broker.secure_port,
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "SCRAM-SHA-256",
         "sasl.username": user,
@@ -179,7 +180,7 @@ def kafka_python_admin(broker, user, password):
     from kafka import KafkaAdminClient
 
     return KafkaAdminClient(
-        bootstrap_servers="127.0.0.1:%d" % broker.sasl_port, security_protocol="SASL_PLAINTEXT",
+        bootstrap_servers="127.0.0.1:%d" % broker.secure_port, security_protocol="SASL_PLAINTEXT",
         sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user, sasl_plain_password=password,
     )
 
