@@ -13,6 +13,7 @@
 //! local deadline of its last successful renewal (see
 //! `krabka_cluster::lease`), so it stops before anyone else can take over.
 
+pub mod coordinator_state;
 pub mod coordinators;
 pub mod security;
 pub mod settings;
@@ -53,6 +54,9 @@ struct Membership {
     live: Vec<BrokerInfo>,
     /// The controller as of the last round.
     controller: Option<BrokerId>,
+    /// Every shard's live owner as of the last round (this broker's own
+    /// acquisitions included as they happen).
+    owners: std::collections::HashMap<ShardId, BrokerId>,
 }
 
 /// This broker's membership in a cluster.
@@ -112,6 +116,7 @@ impl ClusterNode {
                 shards: Vec::new(),
                 live: Vec::new(),
                 controller: None,
+                owners: std::collections::HashMap::new(),
             }),
             cluster,
             settings,
@@ -336,15 +341,18 @@ impl ClusterNode {
             .into_iter()
             .filter(|b| b.live)
             .collect();
+        let owners: std::collections::HashMap<ShardId, BrokerId> = self
+            .cluster
+            .shard_owners()
+            .await?
+            .into_iter()
+            .filter(|o| o.live)
+            .filter_map(|o| Some((o.shard, o.owner?)))
+            .collect();
         let controller = if shards.iter().any(|s| s.shard == CONTROLLER) {
             Some(lease.node)
         } else {
-            self.cluster
-                .shard_owners()
-                .await?
-                .into_iter()
-                .find(|o| o.shard == CONTROLLER && o.live)
-                .and_then(|o| o.owner)
+            owners.get(&CONTROLLER).copied()
         };
         metrics::gauge!("krabka_cluster_live_brokers").set(live.len() as f64);
         metrics::gauge!("krabka_cluster_owned_shards", "kind" => "controller")
@@ -355,7 +363,86 @@ impl ClusterNode {
         state.shards = shards;
         state.live = live;
         state.controller = controller;
+        state.owners = owners;
         metrics::gauge!("krabka_cluster_lease_held").set(1.0);
+        Ok(())
+    }
+
+    /// This broker's lease on `shard`, while it holds one and its own
+    /// registration is valid (what a fenced write presents).
+    #[must_use]
+    pub fn shard_lease(&self, shard: ShardId) -> Option<ShardLease> {
+        let state = self.lock();
+        if !state.local.is_some_and(|l| l.is_valid_at(Instant::now())) {
+            return None;
+        }
+        state.shards.iter().find(|l| l.shard == shard).copied()
+    }
+
+    /// The shard leases this broker holds (while its registration is
+    /// valid).
+    #[must_use]
+    pub fn shard_leases(&self) -> Vec<ShardLease> {
+        let state = self.lock();
+        if !state.local.is_some_and(|l| l.is_valid_at(Instant::now())) {
+            return Vec::new();
+        }
+        state.shards.clone()
+    }
+
+    /// The broker holding `shard`'s lease as of the last round, if it is
+    /// live.
+    #[must_use]
+    pub fn shard_owner(&self, shard: ShardId) -> Option<BrokerId> {
+        self.lock().owners.get(&shard).copied()
+    }
+
+    /// Until when this broker may act on its leases (the local deadline of
+    /// its last renewal).
+    #[must_use]
+    pub fn lease_deadline(&self) -> Option<Instant> {
+        self.lock().local.map(|l| l.deadline())
+    }
+
+    /// Acquires those of `shards` that are free or expired; returns the
+    /// leases won, which are renewed with the registration from then on.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Cluster`] when the database cannot be reached.
+    pub async fn acquire_shards(&self, shards: &[ShardId]) -> Result<Vec<ShardLease>, BrokerError> {
+        let Some(lease) = self.broker_lease() else {
+            return Ok(Vec::new());
+        };
+        let won = self
+            .cluster
+            .acquire_shards(&lease, shards, &self.settings.timing)
+            .await?;
+        let mut state = self.lock();
+        if state.lease == Some(lease) {
+            for l in &won {
+                state.shards.retain(|held| held.shard != l.shard);
+                state.shards.push(*l);
+                state.owners.insert(l.shard, lease.node);
+            }
+        }
+        Ok(won)
+    }
+
+    /// Gives `lease` up at once, so another broker need not wait for it to
+    /// expire (the caller has stopped serving it).
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::Cluster`] when the database cannot be reached (the
+    /// lease then lapses on its own).
+    pub async fn release_shard(&self, lease: &ShardLease) -> Result<(), BrokerError> {
+        {
+            let mut state = self.lock();
+            state.shards.retain(|held| held != lease);
+            state.owners.remove(&lease.shard);
+        }
+        self.cluster.release_shard(lease).await?;
         Ok(())
     }
 
@@ -389,10 +476,11 @@ impl ClusterNode {
                 metrics::counter!("krabka_cluster_renew_errors_total").increment(1);
                 tracing::warn!(error = %e, "cluster lease renewal failed");
             }
-            if let Some(broker) = broker.upgrade()
-                && let Err(e) = self.sync_metadata(&broker).await
-            {
-                tracing::warn!(error = %e, "cannot read the cluster's metadata");
+            if let Some(broker) = broker.upgrade() {
+                if let Err(e) = self.sync_metadata(&broker).await {
+                    tracing::warn!(error = %e, "cannot read the cluster's metadata");
+                }
+                coordinators::move_shards(&self, &broker).await;
             }
             if !self.lease_valid() && self.lock().local.is_some() {
                 tracing::warn!("cluster lease expired locally; no longer acting as a member");

@@ -10,6 +10,7 @@
 //! record schemas in [`record_codec`].
 
 pub mod group;
+pub mod ownership;
 pub mod record_codec;
 pub mod state_topic;
 pub mod txn;

@@ -249,21 +249,30 @@ pub fn group_config(config: &BrokerConfig) -> GroupConfig {
 pub async fn start(broker: &Arc<Broker>) -> Result<Arc<GroupCoordinator>, GroupError> {
     let config = group_config(&broker.config);
     let partitions = config.offsets_topic_num_partitions;
-    let creating = Arc::clone(broker);
-    crate::blocking::run(move || ensure_offsets_topic(&creating, partitions))
-        .await
-        .map_err(|e| GroupError::Log {
-            partition: -1,
-            reason: e.to_string(),
-        })??;
     let (host, port) = broker.advertised();
     let node = CoordinatorNode {
         node_id: broker.config.node_id,
         host,
         port,
     };
-    let log = Arc::new(PartitionGroupLog::new(broker));
-    let coordinator = GroupCoordinator::load(config, node, Arc::new(SystemClock), log).await?;
+    let coordinator = if let Some(cluster) = broker.cluster.get() {
+        // Cluster mode: the state lives in the database, shard by shard,
+        // and is loaded as this broker takes shards.
+        let log = Arc::new(crate::cluster::coordinator_state::DbGroupLog::new(
+            Arc::clone(cluster),
+        ));
+        GroupCoordinator::by_lease(config, node, Arc::new(SystemClock), log)
+    } else {
+        let creating = Arc::clone(broker);
+        crate::blocking::run(move || ensure_offsets_topic(&creating, partitions))
+            .await
+            .map_err(|e| GroupError::Log {
+                partition: -1,
+                reason: e.to_string(),
+            })??;
+        let log = Arc::new(PartitionGroupLog::new(broker));
+        GroupCoordinator::load(config, node, Arc::new(SystemClock), log).await?
+    };
     coordinator.set_topic_lookup(Arc::new(RegistryTopics {
         broker: Arc::downgrade(broker),
     }));

@@ -28,6 +28,7 @@ use super::log::{GroupLog, GroupLogEntry, GroupLogRecord};
 use super::partitioner::partition_for;
 use super::records::{GroupMetadataKey, OffsetCommitValue, RecordKey};
 use super::state::{CommittedOffset, Group, SyncOutcome};
+use crate::coordinator::ownership::{Ownership, Refusal};
 use krabka_ids::{ProducerEpoch, ProducerId};
 use krabka_log::{Clock, ControlMarker};
 
@@ -132,10 +133,11 @@ pub struct GroupCoordinator {
     topics: std::sync::OnceLock<Arc<dyn super::consumer::TopicLookup>>,
     /// Per-group configs (KIP-848), as persisted by the broker's registry.
     group_configs: std::sync::RwLock<HashMap<String, std::collections::BTreeMap<String, String>>>,
-    /// `__consumer_offsets` partitions that could not be read at load, with
-    /// the reason: their groups are refused (`COORDINATOR_NOT_AVAILABLE`)
-    /// rather than served from a state missing what they hold.
-    unavailable: HashMap<i32, String>,
+    /// Which `__consumer_offsets` partitions are served: on a single node
+    /// all but those that could not be read at load (their groups are
+    /// refused rather than served from a state missing what they hold); in
+    /// cluster mode those whose shard lease this broker holds.
+    ownership: Ownership,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -154,7 +156,7 @@ impl GroupCoordinator {
     /// Records whose schema does not decode are skipped with a warning; a
     /// partition the log cannot read whole (a batch failing its checks, an
     /// offline partition) is not replayed at all and its groups are refused
-    /// ([`GroupCoordinator::unavailable_reason`]) — the other partitions
+    /// ([`GroupCoordinator::refusal`]) — the other partitions
     /// load and serve.
     ///
     /// # Errors
@@ -172,7 +174,7 @@ impl GroupCoordinator {
             groups: HashMap::new(),
             next_expiry_check_ms: now + config.offsets_retention_check_interval_ms,
         };
-        let mut unavailable = HashMap::new();
+        let ownership = Ownership::every_partition();
         for partition in 0..partitions {
             match log.read_all(partition).await {
                 Ok(entries) => {
@@ -186,11 +188,40 @@ impl GroupCoordinator {
                         error = %e,
                         "__consumer_offsets partition cannot be loaded: its groups are refused with COORDINATOR_NOT_AVAILABLE until it is repaired (`krabka recover --accept-loss __consumer_offsets-{partition}` cuts the damage out, reporting what it removes)"
                     );
-                    unavailable.insert(partition, e.to_string());
+                    ownership.unavailable(partition, e.to_string());
                 }
             }
         }
-        Ok(Arc::new(Self {
+        Ok(Self::with_state(config, node, clock, log, state, ownership))
+    }
+
+    /// Builds the coordinator of a cluster member: it serves no partition
+    /// until it takes one ([`GroupCoordinator::take_partition`]) after
+    /// acquiring its shard lease.
+    #[must_use]
+    pub fn by_lease(
+        config: GroupConfig,
+        node: CoordinatorNode,
+        clock: Arc<dyn Clock>,
+        log: Arc<dyn GroupLog>,
+    ) -> Arc<Self> {
+        let state = CoordinatorState {
+            groups: HashMap::new(),
+            next_expiry_check_ms: clock.now_ms() + config.offsets_retention_check_interval_ms,
+        };
+        Self::with_state(config, node, clock, log, state, Ownership::by_lease())
+    }
+
+    fn with_state(
+        config: GroupConfig,
+        node: CoordinatorNode,
+        clock: Arc<dyn Clock>,
+        log: Arc<dyn GroupLog>,
+        state: CoordinatorState,
+        ownership: Ownership,
+    ) -> Arc<Self> {
+        let partitions = config.offsets_topic_num_partitions.max(1);
+        Arc::new(Self {
             writers: (0..partitions)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
@@ -201,8 +232,76 @@ impl GroupCoordinator {
             state: Mutex::new(state),
             topics: std::sync::OnceLock::new(),
             group_configs: std::sync::RwLock::default(),
-            unavailable,
-        }))
+            ownership,
+        })
+    }
+
+    /// Takes over `partition` (cluster mode, once its shard lease is held):
+    /// answers its groups `COORDINATOR_LOAD_IN_PROGRESS` while it replays
+    /// what the log holds for it, then serves them.
+    ///
+    /// # Errors
+    ///
+    /// The log's error when the partition cannot be read; it is then not
+    /// served (`NOT_COORDINATOR`) and the caller may try again.
+    pub async fn take_partition(&self, partition: i32) -> Result<(), GroupError> {
+        let _writer = match self.writer(partition) {
+            Some(w) => w.lock().await,
+            None => return Err(GroupError::NotCoordinator { partition }),
+        };
+        self.ownership.loading(partition);
+        let entries = match self.log.read_all(partition).await {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.ownership.released(partition);
+                return Err(e);
+            }
+        };
+        let partitions = self.config.offsets_topic_num_partitions;
+        let now = self.clock.now_ms();
+        let mut loaded = HashMap::new();
+        for entry in &entries {
+            replay(&mut loaded, partition, partitions, entry, now);
+        }
+        let groups = loaded.len();
+        {
+            let mut state = self.lock();
+            state
+                .groups
+                .retain(|id, _| partition_for(id, partitions) != partition);
+            state.groups.extend(loaded);
+        }
+        self.ownership.owned(partition);
+        tracing::info!(
+            partition,
+            groups,
+            "took over __consumer_offsets-{partition}"
+        );
+        Ok(())
+    }
+
+    /// Gives `partition` up (cluster mode: its lease was lost or handed
+    /// on): its groups are forgotten and answered `NOT_COORDINATOR`, so
+    /// their members find the new owner.
+    pub fn release_partition(&self, partition: i32) {
+        self.ownership.released(partition);
+        let partitions = self.config.offsets_topic_num_partitions;
+        self.lock()
+            .groups
+            .retain(|id, _| partition_for(id, partitions) != partition);
+        tracing::info!(partition, "gave up __consumer_offsets-{partition}");
+    }
+
+    /// Which partitions are served, and until when (cluster mode).
+    #[must_use]
+    pub fn ownership(&self) -> &Ownership {
+        &self.ownership
+    }
+
+    fn writer(&self, partition: i32) -> Option<&tokio::sync::Mutex<()>> {
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.writers.get(p))
     }
 
     /// The configs set on `group` (empty when none).
@@ -234,12 +333,11 @@ impl GroupCoordinator {
         }
     }
 
-    /// Why `group`'s partition is refused, if it could not be loaded.
+    /// Why `group`'s partition is not served here, if it is not: another
+    /// broker owns it, it is loading, or it could not be read.
     #[must_use]
-    pub fn unavailable_reason(&self, group: &str) -> Option<&str> {
-        self.unavailable
-            .get(&self.partition_for(group))
-            .map(String::as_str)
+    pub fn refusal(&self, group: &str) -> Option<Refusal> {
+        self.ownership.refusal(self.partition_for(group))
     }
 
     /// The `__consumer_offsets` partition that holds `group`.
@@ -279,10 +377,7 @@ impl GroupCoordinator {
         f: impl FnOnce(&mut CoordinatorState, i64, &mut Effects) -> R,
     ) -> (R, i16) {
         let partition = self.partition_for(group);
-        let writer = usize::try_from(partition)
-            .ok()
-            .and_then(|p| self.writers.get(p));
-        let _guard = match writer {
+        let _guard = match self.writer(partition) {
             Some(w) => Some(w.lock().await),
             None => None,
         };
@@ -386,11 +481,13 @@ impl GroupCoordinator {
         partition: i32,
         marker: ControlMarker,
     ) -> Result<(), GroupError> {
-        let writer = usize::try_from(partition)
-            .ok()
-            .and_then(|p| self.writers.get(p))
+        let writer = self
+            .writer(partition)
             .ok_or(GroupError::NotCoordinator { partition })?;
         let _guard = writer.lock().await;
+        if self.ownership.refusal(partition).is_some() {
+            return Err(GroupError::NotCoordinator { partition });
+        }
         self.log.append_marker(partition, marker).await?;
         let partitions = self.config.offsets_topic_num_partitions;
         let mut state = self.lock();

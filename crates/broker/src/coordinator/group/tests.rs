@@ -2436,13 +2436,66 @@ async fn a_partition_that_cannot_be_read_is_refused_and_the_others_load() {
     let reloaded = GroupCoordinator::load(GroupConfig::default(), node(), h.clock.clone(), log)
         .await
         .unwrap();
-    assert!(
-        reloaded
-            .unavailable_reason("lost")
-            .is_some_and(|r| r.contains("CRC"))
-    );
-    assert!(reloaded.unavailable_reason(&kept).is_none());
+    assert!(reloaded.refusal("lost").is_some_and(|r| r.code()
+        == ResponseError::CoordinatorNotAvailable.code()
+        && r.reason().contains("CRC")));
+    assert!(reloaded.refusal(&kept).is_none());
     // The readable partition's state is whole.
     assert!(reloaded.lock().groups.contains_key(&kept));
     assert!(!reloaded.lock().groups.contains_key("lost"));
+}
+
+#[tokio::test]
+async fn a_leased_coordinator_serves_a_partition_only_between_take_and_release() {
+    let h = harness().await;
+    let resp = h
+        .coord
+        .offset_commit(&ctx(8), commit_req("g", -1, "", &[("t", 0, 42)]))
+        .await;
+    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+    let partition = h.coord.partition_for("g");
+
+    // Another broker's coordinator over the same stored state.
+    let moved = GroupCoordinator::by_lease(
+        GroupConfig::default(),
+        node(),
+        h.clock.clone(),
+        h.log.clone(),
+    );
+    let not_coordinator = ResponseError::NotCoordinator.code();
+    assert_eq!(moved.refusal("g").map(|r| r.code()), Some(not_coordinator));
+    moved
+        .ownership()
+        .valid_until(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    moved.take_partition(partition).await.unwrap();
+    assert_eq!(moved.refusal("g"), None);
+    assert_eq!(moved.ownership().held(), vec![partition]);
+    let fetched = moved
+        .offset_fetch(
+            &ctx(7),
+            OffsetFetchRequest::default()
+                .with_group_id(GroupId(sb("g")))
+                .with_topics(None),
+        )
+        .await;
+    let committed: Vec<i64> = fetched
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
+        .collect();
+    assert_eq!(
+        committed,
+        vec![42],
+        "the committed offset moved with the shard"
+    );
+
+    moved.release_partition(partition);
+    assert_eq!(moved.refusal("g").map(|r| r.code()), Some(not_coordinator));
+    assert!(moved.lock().groups.is_empty(), "its groups are forgotten");
+    // A lapsed lease stops service without a release.
+    moved.take_partition(partition).await.unwrap();
+    moved
+        .ownership()
+        .valid_until(std::time::Instant::now() - std::time::Duration::from_millis(1));
+    assert_eq!(moved.refusal("g").map(|r| r.code()), Some(not_coordinator));
 }

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use super::RequestContext;
+use crate::coordinator::ownership::Refusal;
 use crate::{broker::Broker, network::codec::encode_response};
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -81,11 +82,19 @@ pub async fn handle(
     }
     match request {
         GroupRequest::FindCoordinator(r) => {
-            let mut response = fixup.fill(c.find_coordinator(&ctx, r.clone()).await);
+            let mut response = c.find_coordinator(&ctx, r.clone()).await;
             if let Some(node) = broker.cluster.get() {
-                crate::cluster::coordinators::point_at_controller(node, &mut response);
+                crate::cluster::coordinators::point_at_owners(
+                    broker,
+                    node,
+                    version,
+                    &r,
+                    &mut response,
+                );
             }
             mark_unavailable_coordinators(broker, c, version, &r, &mut response);
+            // Last: the fixup gives the addresses on the client's listener.
+            let response = fixup.fill(response);
             encode_response(api_key, version, id, &response)
         }
         GroupRequest::JoinGroup(r) => encode_response(
@@ -119,9 +128,9 @@ pub async fn handle(
         GroupRequest::OffsetFetch(r) => {
             let mut response = fixup.fill(c.offset_fetch(&ctx, r).await);
             for g in &mut response.groups {
-                if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
+                if let Some(refusal) = c.refusal(g.group_id.0.as_str()) {
                     g.topics.clear();
-                    g.error_code = ResponseError::CoordinatorNotAvailable.code();
+                    g.error_code = refusal.code();
                 }
             }
             encode_response(api_key, version, id, &response)
@@ -141,8 +150,8 @@ pub async fn handle(
         GroupRequest::DescribeGroups(r) => {
             let mut response = fixup.fill(c.describe_groups(&ctx, r).await);
             for g in &mut response.groups {
-                if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
-                    g.error_code = ResponseError::CoordinatorNotAvailable.code();
+                if let Some(refusal) = c.refusal(g.group_id.0.as_str()) {
+                    g.error_code = refusal.code();
                 }
             }
             encode_response(api_key, version, id, &response)
@@ -152,8 +161,8 @@ pub async fn handle(
             // coordinator writes nothing for them.
             let mut response = fixup.fill(c.delete_groups(&ctx, r).await);
             for g in &mut response.results {
-                if c.unavailable_reason(g.group_id.0.as_str()).is_some() {
-                    g.error_code = ResponseError::CoordinatorNotAvailable.code();
+                if let Some(refusal) = c.refusal(g.group_id.0.as_str()) {
+                    g.error_code = refusal.code();
                 }
             }
             encode_response(api_key, version, id, &response)
@@ -167,9 +176,9 @@ pub async fn handle(
         GroupRequest::ConsumerGroupDescribe(r) => {
             let mut response = fixup.fill(c.consumer_group_describe(&ctx, r).await);
             for g in &mut response.groups {
-                if let Some(reason) = c.unavailable_reason(g.group_id.0.as_str()) {
-                    g.error_code = ResponseError::CoordinatorNotAvailable.code();
-                    g.error_message = Some(StrBytes::from_string(reason.to_owned()));
+                if let Some(refusal) = c.refusal(g.group_id.0.as_str()) {
+                    g.error_code = refusal.code();
+                    g.error_message = Some(StrBytes::from_string(refusal.reason()));
                 }
             }
             encode_response(api_key, version, id, &response)
@@ -177,12 +186,14 @@ pub async fn handle(
     }
 }
 
-/// A request for one group whose `__consumer_offsets` partition could not
-/// be loaded is answered `COORDINATOR_NOT_AVAILABLE` without reaching the
-/// coordinator (which would serve it from a state missing what that
-/// partition holds). Requests naming several groups are answered per group
-/// after the coordinator ran (it knows none of those groups, so it wrote
-/// nothing for them).
+/// A request for one group whose `__consumer_offsets` partition is not
+/// served here is answered without reaching the coordinator: with
+/// `NOT_COORDINATOR` when another broker owns it,
+/// `COORDINATOR_LOAD_IN_PROGRESS` while it loads, and
+/// `COORDINATOR_NOT_AVAILABLE` when it could not be read (the coordinator
+/// would otherwise serve it from a state missing what it holds). Requests
+/// naming several groups are answered per group after the coordinator ran
+/// (it knows none of those groups, so it wrote nothing for them).
 fn refuse_unavailable(
     c: &super::GroupCoordinator,
     api_key: ApiKey,
@@ -190,45 +201,54 @@ fn refuse_unavailable(
     id: i32,
     request: &GroupRequest,
 ) -> Option<Result<Bytes, String>> {
-    let unavailable = |group: &str| c.unavailable_reason(group).is_some();
-    let code = ResponseError::CoordinatorNotAvailable.code();
+    let group = match request {
+        GroupRequest::JoinGroup(r) => &r.group_id,
+        GroupRequest::SyncGroup(r) => &r.group_id,
+        GroupRequest::Heartbeat(r) => &r.group_id,
+        GroupRequest::LeaveGroup(r) => &r.group_id,
+        GroupRequest::OffsetDelete(r) => &r.group_id,
+        GroupRequest::ConsumerGroupHeartbeat(r) => &r.group_id,
+        GroupRequest::OffsetCommit(r) => &r.group_id,
+        GroupRequest::OffsetFetch(r) if version < 8 => &r.group_id,
+        _ => return None,
+    };
+    let refusal = c.refusal(group.0.as_str())?;
+    let code = refusal.code();
     match request {
-        GroupRequest::JoinGroup(r) if unavailable(r.group_id.0.as_str()) => {
+        GroupRequest::JoinGroup(r) => {
             let mut response = JoinGroupResponse::default();
             response.error_code = code;
             response.generation_id = -1;
             response.member_id = r.member_id.clone();
             Some(encode_response(api_key, version, id, &response))
         }
-        GroupRequest::SyncGroup(r) if unavailable(r.group_id.0.as_str()) => {
+        GroupRequest::SyncGroup(_) => {
             let mut response = SyncGroupResponse::default();
             response.error_code = code;
             Some(encode_response(api_key, version, id, &response))
         }
-        GroupRequest::Heartbeat(r) if unavailable(r.group_id.0.as_str()) => {
+        GroupRequest::Heartbeat(_) => {
             let mut response = HeartbeatResponse::default();
             response.error_code = code;
             Some(encode_response(api_key, version, id, &response))
         }
-        GroupRequest::LeaveGroup(r) if unavailable(r.group_id.0.as_str()) => {
+        GroupRequest::LeaveGroup(_) => {
             let mut response = LeaveGroupResponse::default();
             response.error_code = code;
             Some(encode_response(api_key, version, id, &response))
         }
-        GroupRequest::OffsetDelete(r) if unavailable(r.group_id.0.as_str()) => {
+        GroupRequest::OffsetDelete(_) => {
             let mut response = OffsetDeleteResponse::default();
             response.error_code = code;
             Some(encode_response(api_key, version, id, &response))
         }
-        GroupRequest::ConsumerGroupHeartbeat(r) if unavailable(r.group_id.0.as_str()) => {
+        GroupRequest::ConsumerGroupHeartbeat(_) => {
             let mut response = ConsumerGroupHeartbeatResponse::default();
             response.error_code = code;
-            response.error_message = c
-                .unavailable_reason(r.group_id.0.as_str())
-                .map(|reason| StrBytes::from_string(reason.to_owned()));
+            response.error_message = Some(StrBytes::from_string(refusal.reason()));
             Some(encode_response(api_key, version, id, &response))
         }
-        GroupRequest::OffsetCommit(r) if unavailable(r.group_id.0.as_str()) => {
+        GroupRequest::OffsetCommit(r) => {
             let topics = r
                 .topics
                 .iter()
@@ -250,7 +270,7 @@ fn refuse_unavailable(
             let response = OffsetCommitResponse::default().with_topics(topics);
             Some(encode_response(api_key, version, id, &response))
         }
-        GroupRequest::OffsetFetch(r) if version < 8 && unavailable(r.group_id.0.as_str()) => {
+        GroupRequest::OffsetFetch(_) => {
             let mut response = OffsetFetchResponse::default();
             response.error_code = code;
             Some(encode_response(api_key, version, id, &response))
@@ -270,10 +290,16 @@ fn mark_unavailable_coordinators(
     response: &mut FindCoordinatorResponse,
 ) {
     let key_type = if version >= 1 { request.key_type } else { 0 };
+    // Only a partition that could not be read: one owned elsewhere is
+    // pointed at its owner (cluster mode), not refused.
     let reason = |key: &str| -> Option<String> {
-        match key_type {
-            0 => c.unavailable_reason(key).map(str::to_owned),
-            1 => broker.txns.get().and_then(|t| t.unavailable_reason(key)),
+        let refusal = match key_type {
+            0 => c.refusal(key),
+            1 => broker.txns.get().and_then(|t| t.refusal(key)),
+            _ => None,
+        };
+        match refusal {
+            Some(Refusal::Unavailable(reason)) => Some(reason),
             _ => None,
         }
     };

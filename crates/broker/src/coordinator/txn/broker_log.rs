@@ -199,49 +199,66 @@ impl ProducerIdSource for RegistryIds {
 pub async fn start(broker: &Arc<Broker>) -> Result<Arc<TransactionCoordinator>, TxnError> {
     let mut config = TxnConfig::from_broker(&broker.config);
     let runtime = tokio::runtime::Handle::current();
-    let b = Arc::clone(broker);
-    let coordinator = crate::blocking::run(move || {
-        state_topic::ensure_topic(
-            &b,
-            TRANSACTION_STATE_TOPIC,
-            config.state_log_partitions,
-            config.state_log_segment_bytes,
-        )
-        .map_err(TxnError::NotCoordinator)?;
-        // An existing topic keeps its partition count (as on Kafka, the
-        // setting only matters when the topic is created).
-        if let Some(meta) = b.registry.get(TRANSACTION_STATE_TOPIC) {
-            config.state_log_partitions = meta.partitions.max(1);
-        }
-        let coordinator = TransactionCoordinator::load(
+    let markers = Arc::new(PartitionMarkers {
+        broker: Arc::downgrade(broker),
+        runtime: runtime.clone(),
+    });
+    let ids = Arc::new(RegistryIds {
+        broker: Arc::downgrade(broker),
+    });
+    let coordinator = if let Some(cluster) = broker.cluster.get() {
+        // Cluster mode: the state lives in the database, shard by shard,
+        // and is loaded as this broker takes shards.
+        TransactionCoordinator::by_lease(
             config,
-            Arc::new(PartitionTxnLog {
-                broker: Arc::downgrade(&b),
-            }),
-            Arc::new(PartitionMarkers {
-                broker: Arc::downgrade(&b),
+            Arc::new(crate::cluster::coordinator_state::DbTxnStateLog::new(
+                Arc::clone(cluster),
                 runtime,
-            }),
-            Arc::new(RegistryIds {
-                broker: Arc::downgrade(&b),
-            }),
+            )),
+            markers,
+            ids,
             Arc::new(SystemClock),
-        )?;
-        let (ids, open) = coordinator.with_state(|s| {
-            let open = s.iter().filter(|(_, m)| !m.partitions.is_empty()).count();
-            (s.iter().count(), open)
-        });
-        let completed = coordinator.tick();
-        tracing::info!(
-            transactional_ids = ids,
-            open,
-            completed,
-            "transaction coordinator loaded {TRANSACTION_STATE_TOPIC}"
-        );
-        Ok::<_, TxnError>(coordinator)
-    })
-    .await
-    .map_err(|e| TxnError::NotCoordinator(e.to_string()))??;
+        )
+    } else {
+        let b = Arc::clone(broker);
+        crate::blocking::run(move || {
+            state_topic::ensure_topic(
+                &b,
+                TRANSACTION_STATE_TOPIC,
+                config.state_log_partitions,
+                config.state_log_segment_bytes,
+            )
+            .map_err(TxnError::NotCoordinator)?;
+            // An existing topic keeps its partition count (as on Kafka, the
+            // setting only matters when the topic is created).
+            if let Some(meta) = b.registry.get(TRANSACTION_STATE_TOPIC) {
+                config.state_log_partitions = meta.partitions.max(1);
+            }
+            let coordinator = TransactionCoordinator::load(
+                config,
+                Arc::new(PartitionTxnLog {
+                    broker: Arc::downgrade(&b),
+                }),
+                markers,
+                ids,
+                Arc::new(SystemClock),
+            )?;
+            let (ids, open) = coordinator.with_state(|s| {
+                let open = s.iter().filter(|(_, m)| !m.partitions.is_empty()).count();
+                (s.iter().count(), open)
+            });
+            let completed = coordinator.tick();
+            tracing::info!(
+                transactional_ids = ids,
+                open,
+                completed,
+                "transaction coordinator loaded {TRANSACTION_STATE_TOPIC}"
+            );
+            Ok::<_, TxnError>(coordinator)
+        })
+        .await
+        .map_err(|e| TxnError::NotCoordinator(e.to_string()))??
+    };
     let coordinator = Arc::new(coordinator);
     let config = coordinator.config().clone();
     let weak = Arc::downgrade(&coordinator);

@@ -30,7 +30,11 @@ use {
             Completion, EndStep, InitStep, TopicPartition, Transition, TxnManager, TxnMetadata,
         },
     },
-    crate::coordinator::{group::partitioner, state_topic::CoordinatorRecord},
+    crate::coordinator::{
+        group::partitioner,
+        ownership::{Ownership, Refusal},
+        state_topic::CoordinatorRecord,
+    },
     kafka_protocol::{
         error::ResponseError,
         messages::{
@@ -130,10 +134,11 @@ pub struct TransactionCoordinator {
     markers: Arc<dyn MarkerWriter>,
     ids: Arc<dyn ProducerIdSource>,
     clock: Arc<dyn Clock>,
-    /// `__transaction_state` partitions that could not be read at load,
-    /// with the reason: their transactional ids are refused
-    /// (`COORDINATOR_NOT_AVAILABLE`) rather than treated as new.
-    unavailable: std::collections::HashMap<i32, String>,
+    /// Which `__transaction_state` partitions are served: on a single node
+    /// all but those that could not be read at load (their ids are refused
+    /// rather than treated as new); in cluster mode those whose shard lease
+    /// this broker holds.
+    ownership: Ownership,
 }
 
 impl std::fmt::Debug for TransactionCoordinator {
@@ -166,7 +171,7 @@ impl TransactionCoordinator {
     /// `__transaction_state` partition of `log`. Records whose schema does
     /// not decode are skipped with a warning; a partition the log cannot
     /// read whole is not replayed and its transactional ids are refused
-    /// ([`TransactionCoordinator::unavailable_reason`]) while the other
+    /// ([`TransactionCoordinator::refusal`]) while the other
     /// partitions serve.
     ///
     /// # Errors
@@ -181,7 +186,7 @@ impl TransactionCoordinator {
     ) -> Result<Self, TxnError> {
         let partitions = config.state_log_partitions.max(1);
         let mut manager = TxnManager::new(config.max_timeout_ms);
-        let mut unavailable = std::collections::HashMap::new();
+        let ownership = Ownership::every_partition();
         for partition in 0..partitions {
             let records = match log.read_all(partition) {
                 Ok(records) => records,
@@ -191,7 +196,7 @@ impl TransactionCoordinator {
                         error = %e,
                         "__transaction_state partition cannot be loaded: its transactional ids are refused with COORDINATOR_NOT_AVAILABLE until it is repaired (`krabka recover --accept-loss __transaction_state-{partition}` cuts the damage out, reporting what it removes)"
                     );
-                    unavailable.insert(partition, e.to_string());
+                    ownership.unavailable(partition, e.to_string());
                     continue;
                 }
             };
@@ -213,17 +218,100 @@ impl TransactionCoordinator {
             markers,
             ids,
             clock,
-            unavailable,
+            ownership,
         })
     }
 
-    /// Why `transactional_id`'s partition is refused, if it could not be
-    /// loaded.
+    /// The coordinator of a cluster member: it serves no partition until it
+    /// takes one ([`TransactionCoordinator::take_partition`]) after
+    /// acquiring its shard lease.
     #[must_use]
-    pub fn unavailable_reason(&self, transactional_id: &str) -> Option<String> {
-        self.unavailable
-            .get(&self.partition_for(transactional_id))
-            .cloned()
+    pub fn by_lease(
+        config: TxnConfig,
+        log: Arc<dyn TxnStateLog>,
+        markers: Arc<dyn MarkerWriter>,
+        ids: Arc<dyn ProducerIdSource>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let partitions = config.state_log_partitions.max(1);
+        Self {
+            writers: (0..partitions).map(|_| Mutex::new(())).collect(),
+            spare_writer: Mutex::new(()),
+            state: Mutex::new(TxnManager::new(config.max_timeout_ms)),
+            config,
+            log,
+            markers,
+            ids,
+            clock,
+            ownership: Ownership::by_lease(),
+        }
+    }
+
+    /// Takes over `partition` (cluster mode, once its shard lease is held):
+    /// its ids are answered `COORDINATOR_LOAD_IN_PROGRESS` while its records
+    /// are replayed, then served; transactions found preparing are then
+    /// completed and those past their timeout aborted, as after a restart.
+    /// Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The log's error when the partition cannot be read; it is then not
+    /// served (`NOT_COORDINATOR`) and the caller may try again.
+    pub fn take_partition(&self, partition: i32) -> Result<(), TxnError> {
+        {
+            let _writer = self.partition_writer(partition);
+            self.ownership.loading(partition);
+            let records = match self.log.read_all(partition) {
+                Ok(records) => records,
+                Err(e) => {
+                    self.ownership.released(partition);
+                    return Err(e);
+                }
+            };
+            let partitions = self.config.state_log_partitions;
+            let mut state = self.lock();
+            state.forget(|id| partitioner::partition_for(id, partitions) == partition);
+            for record in &records {
+                match replay(record) {
+                    Ok((id, meta)) => state.load(id, meta),
+                    Err(e) => {
+                        tracing::warn!(partition, error = %e, "skipping a __transaction_state record");
+                    }
+                }
+            }
+            drop(state);
+            self.ownership.owned(partition);
+            tracing::info!(
+                partition,
+                records = records.len(),
+                "took over __transaction_state-{partition}"
+            );
+        }
+        self.tick();
+        Ok(())
+    }
+
+    /// Gives `partition` up (cluster mode: its lease was lost or handed
+    /// on): its ids are forgotten and answered `NOT_COORDINATOR`.
+    pub fn release_partition(&self, partition: i32) {
+        self.ownership.released(partition);
+        let partitions = self.config.state_log_partitions;
+        self.lock()
+            .forget(|id| partitioner::partition_for(id, partitions) == partition);
+        tracing::info!(partition, "gave up __transaction_state-{partition}");
+    }
+
+    /// Which partitions are served, and until when (cluster mode).
+    #[must_use]
+    pub fn ownership(&self) -> &Ownership {
+        &self.ownership
+    }
+
+    /// Why `transactional_id`'s partition is not served here, if it is not:
+    /// another broker owns it, it is loading, or it could not be read.
+    #[must_use]
+    pub fn refusal(&self, transactional_id: &str) -> Option<Refusal> {
+        self.ownership.refusal(self.partition_for(transactional_id))
     }
 
     /// The coordinator's settings.
@@ -246,7 +334,11 @@ impl TransactionCoordinator {
     }
 
     fn writer(&self, transactional_id: &str) -> MutexGuard<'_, ()> {
-        let partition = usize::try_from(self.partition_for(transactional_id)).unwrap_or(0);
+        self.partition_writer(self.partition_for(transactional_id))
+    }
+
+    fn partition_writer(&self, partition: i32) -> MutexGuard<'_, ()> {
+        let partition = usize::try_from(partition).unwrap_or(0);
         self.writers
             .get(partition)
             .unwrap_or(&self.spare_writer)

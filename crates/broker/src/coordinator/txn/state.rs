@@ -321,6 +321,12 @@ impl TxnManager {
         }
     }
 
+    /// Forgets every id for which `leaving` is true (their partition moved
+    /// to another coordinator).
+    pub fn forget(&mut self, mut leaving: impl FnMut(&str) -> bool) {
+        self.txns.retain(|id, _| !leaving(id));
+    }
+
     /// Forgets an expired transactional id (its tombstone is durable).
     pub fn remove(&mut self, transactional_id: &str) {
         self.txns.remove(transactional_id);

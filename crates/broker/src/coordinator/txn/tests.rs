@@ -1067,3 +1067,44 @@ fn producer_id_blocks_are_refilled_outside_the_state_lock() {
     check!(ids.refills.load(Ordering::SeqCst) == 3);
     check!(ids.refills_under_lock.load(Ordering::SeqCst) == 0);
 }
+
+#[test]
+fn an_open_transaction_moves_with_its_partition_and_completes_on_the_new_owner() {
+    let f = Fixture::new();
+    let (pid, epoch) = f.c.init_producer_id("t", 60_000, None).unwrap();
+    f.c.add_partitions("t", pid, epoch, vec![tp("a", 0)])
+        .unwrap();
+    let partition = f.c.partition_for("t");
+
+    // Another broker's coordinator over the same stored state.
+    let markers = Arc::new(Markers::default());
+    let moved = TransactionCoordinator::by_lease(
+        TxnConfig::default(),
+        Arc::clone(&f.log) as Arc<dyn TxnStateLog>,
+        Arc::clone(&markers) as Arc<dyn MarkerWriter>,
+        Arc::clone(&f.ids) as Arc<dyn ProducerIdSource>,
+        Arc::clone(&f.clock) as Arc<dyn krabka_log::Clock>,
+    );
+    let not_coordinator = kafka_protocol::ResponseError::NotCoordinator.code();
+    check!(moved.refusal("t").map(|r| r.code()) == Some(not_coordinator));
+    moved
+        .ownership()
+        .valid_until(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    moved.take_partition(partition).unwrap();
+    check!(moved.refusal("t").is_none());
+    check!(moved.with_state(|s| s.get("t").map(|m| m.state)) == Some(TxnState::Ongoing));
+
+    // The producer's commit is completed by the new owner, markers and all.
+    moved.end_txn("t", pid, epoch, true).unwrap();
+    let written = markers.written.lock().unwrap().clone();
+    check!(written.len() == 1);
+    check!(written[0].1.commit);
+    check!(moved.with_state(|s| s.get("t").map(|m| m.state)) == Some(TxnState::CompleteCommit));
+
+    moved.release_partition(partition);
+    check!(moved.refusal("t").map(|r| r.code()) == Some(not_coordinator));
+    check!(
+        moved.with_state(|s| s.get("t").is_none()),
+        "its ids are forgotten"
+    );
+}

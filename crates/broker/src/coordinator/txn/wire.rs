@@ -12,7 +12,10 @@ use {
     super::{coordinator::TransactionCoordinator, state::TopicPartition},
     crate::{
         broker::Broker,
-        coordinator::group::{OFFSETS_TOPIC, RequestContext},
+        coordinator::{
+            group::{OFFSETS_TOPIC, RequestContext},
+            ownership::Refusal,
+        },
         network::codec::encode_response,
     },
     bytes::Bytes,
@@ -71,9 +74,12 @@ fn offsets_partition(broker: &Broker, group: &str) -> i32 {
 }
 
 /// The answer to a request that reached no coordinator: every part of it
-/// COORDINATOR_NOT_AVAILABLE.
-fn unavailable(request: &TxnRequest, version: i16) -> Result<Box<dyn Encodable>, String> {
-    let code = ResponseError::CoordinatorNotAvailable.code();
+/// `code`.
+fn unavailable(
+    request: &TxnRequest,
+    version: i16,
+    code: i16,
+) -> Result<Box<dyn Encodable>, String> {
     Ok(match request {
         TxnRequest::AddPartitionsToTxn(r) => {
             let mut response = AddPartitionsToTxnResponse::default();
@@ -127,22 +133,22 @@ fn unavailable(request: &TxnRequest, version: i16) -> Result<Box<dyn Encodable>,
 }
 
 /// Whether a request needs a `__transaction_state` (or, for the offsets of
-/// a transaction, `__consumer_offsets`) partition that could not be loaded
-/// at start: it is then answered COORDINATOR_NOT_AVAILABLE, never served
+/// a transaction, `__consumer_offsets`) partition this broker does not
+/// serve: it is then answered with the refusal's code (`NOT_COORDINATOR`
+/// when another broker owns it, `COORDINATOR_LOAD_IN_PROGRESS`, or
+/// `COORDINATOR_NOT_AVAILABLE` when it could not be read), never served
 /// from a state missing that partition.
-fn needs_unavailable_partition(
+fn refusal(
     broker: &Broker,
     c: &TransactionCoordinator,
     request: &TxnRequest,
     version: i16,
-) -> bool {
-    let txn = |id: &str| c.unavailable_reason(id).is_some();
-    let group = |g: &str| {
-        broker
-            .groups
-            .get()
-            .is_some_and(|groups| groups.unavailable_reason(g).is_some())
-    };
+) -> Option<Refusal> {
+    let txn = |id: &str| c.refusal(id);
+    let group = |g: &str| broker.groups.get().and_then(|groups| groups.refusal(g));
+    // A partition that could not be read refuses whoever needs it; one
+    // owned by another broker only refuses the requests sent to its owner.
+    let unreadable = |r: Option<Refusal>| r.filter(|r| matches!(r, Refusal::Unavailable(_)));
     match request {
         TxnRequest::AddPartitionsToTxn(r) if version < 4 => {
             txn(r.v3_and_below_transactional_id.0.as_str())
@@ -150,15 +156,16 @@ fn needs_unavailable_partition(
         TxnRequest::AddPartitionsToTxn(r) => r
             .transactions
             .iter()
-            .any(|t| txn(t.transactional_id.0.as_str())),
+            .find_map(|t| txn(t.transactional_id.0.as_str())),
         TxnRequest::AddOffsetsToTxn(r) => {
-            txn(r.transactional_id.0.as_str()) || group(r.group_id.0.as_str())
+            txn(r.transactional_id.0.as_str()).or_else(|| unreadable(group(r.group_id.0.as_str())))
         }
+        // TxnOffsetCommit goes to the group's coordinator.
         TxnRequest::TxnOffsetCommit(r) => {
-            txn(r.transactional_id.0.as_str()) || group(r.group_id.0.as_str())
+            group(r.group_id.0.as_str()).or_else(|| unreadable(txn(r.transactional_id.0.as_str())))
         }
         TxnRequest::EndTxn(r) => txn(r.transactional_id.0.as_str()),
-        _ => false,
+        _ => None,
     }
 }
 
@@ -216,12 +223,21 @@ async fn txn_offset_commit(
         return txn_offset_commit_error(&request, ResponseError::CoordinatorNotAvailable.code());
     };
     let partition = groups.partition_for(request.group_id.0.as_str());
-    let verified = coordinator.verify(
-        request.transactional_id.0.as_str(),
-        ProducerId(request.producer_id.0),
-        ProducerEpoch(request.producer_epoch),
-        &TopicPartition::new(OFFSETS_TOPIC, partition),
-    );
+    // In a cluster the transaction's coordinator may be another broker's:
+    // this one then checks no more than Kafka's group coordinator does.
+    let verified = if coordinator
+        .refusal(request.transactional_id.0.as_str())
+        .is_some()
+    {
+        Ok(())
+    } else {
+        coordinator.verify(
+            request.transactional_id.0.as_str(),
+            ProducerId(request.producer_id.0),
+            ProducerEpoch(request.producer_epoch),
+            &TopicPartition::new(OFFSETS_TOPIC, partition),
+        )
+    };
     if let Err(e) = verified {
         // TxnOffsetCommit v4 is the first to know TRANSACTION_ABORTABLE.
         return txn_offset_commit_error(&request, e.verification_code(version >= 4));
@@ -229,10 +245,7 @@ async fn txn_offset_commit(
     let mut unknown: Vec<(kafka_protocol::messages::TopicName, i32)> = Vec::new();
     for topic in &mut request.topics {
         topic.partitions.retain(|p| {
-            let known = broker
-                .partitions
-                .get(topic.name.0.as_str(), p.partition_index)
-                .is_some();
+            let known = broker.partition_exists(topic.name.0.as_str(), p.partition_index);
             if !known {
                 unknown.push((topic.name.clone(), p.partition_index));
             }
@@ -278,13 +291,22 @@ pub async fn handle(
         return encode_response(api_key, version, correlation_id, &response);
     }
     let Some(c) = broker.txns.get().map(Arc::clone) else {
-        return unavailable(&request, version)?.encode(api_key, version, correlation_id);
+        return unavailable(
+            &request,
+            version,
+            ResponseError::CoordinatorNotAvailable.code(),
+        )?
+        .encode(api_key, version, correlation_id);
     };
-    if needs_unavailable_partition(broker, &c, &request, version) {
-        return unavailable(&request, version)?.encode(api_key, version, correlation_id);
+    if let Some(refused) = refusal(broker, &c, &request, version) {
+        return unavailable(&request, version, refused.code())?.encode(
+            api_key,
+            version,
+            correlation_id,
+        );
     }
     let b = Arc::clone(broker);
-    let exists = move |topic: &str, partition: i32| b.partitions.contains(topic, partition);
+    let exists = move |topic: &str, partition: i32| b.partition_exists(topic, partition);
     match request {
         TxnRequest::AddPartitionsToTxn(r) => {
             let response = blocking(move || {
@@ -309,7 +331,13 @@ pub async fn handle(
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::DescribeTransactions(r) => {
-            let response = fixup.fill(c.handle_describe_transactions(&r));
+            let mut response = c.handle_describe_transactions(&r);
+            for state in &mut response.transaction_states {
+                if let Some(refused) = c.refusal(state.transactional_id.0.as_str()) {
+                    state.error_code = refused.code();
+                }
+            }
+            let response = fixup.fill(response);
             encode_response(api_key, version, correlation_id, &response)
         }
         TxnRequest::ListTransactions(r) => {
@@ -340,12 +368,12 @@ pub async fn init_producer_id(
     let Some(c) = broker.txns.get().map(Arc::clone) else {
         return failed(ResponseError::CoordinatorNotAvailable.code());
     };
-    if request
+    if let Some(refused) = request
         .transactional_id
         .as_ref()
-        .is_some_and(|id| c.unavailable_reason(id.0.as_str()).is_some())
+        .and_then(|id| c.refusal(id.0.as_str()))
     {
-        return failed(ResponseError::CoordinatorNotAvailable.code());
+        return failed(refused.code());
     }
     match blocking(move || c.handle_init_producer_id(version, &request)).await {
         Ok(response) => response,
@@ -391,7 +419,11 @@ pub fn check_produce(
             "the transaction coordinator has not started".into(),
         ));
     };
-    if !coordinator.config().partition_verification {
+    // In a cluster, verification asks the local coordinator only when it
+    // is the id's (Kafka asks the owner with AddPartitionsToTxn v4).
+    if !coordinator.config().partition_verification
+        || coordinator.refusal(transactional_id).is_some()
+    {
         return None;
     }
     let outcome = coordinator.verify(
