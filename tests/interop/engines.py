@@ -10,6 +10,7 @@ of the engine, as an object store would be).
 """
 
 import os
+import re
 import time
 
 from confluent_kafka.admin import AdminClient
@@ -26,15 +27,18 @@ ENGINE_SETTINGS = {
 }
 
 
-def wait_until(what, check, timeout=30, interval=0.1):
+def wait_until(what, check, timeout=30, interval=0.1, context=None):
     """Polls `check` until it returns something truthy (returned), or fails
-    naming `what` after `timeout` seconds."""
+    naming `what` after `timeout` seconds (with `context()` appended, to say
+    what the brokers were doing)."""
     deadline = time.time() + timeout
     while True:
         value = check()
         if value:
             return value
-        assert time.time() < deadline, "timed out after %ss waiting for %s" % (timeout, what)
+        if time.time() >= deadline:
+            raise AssertionError("timed out after %ss waiting for %s%s"
+                                 % (timeout, what, "\n" + context() if context else ""))
         time.sleep(interval)
 
 
@@ -88,6 +92,11 @@ class Engine:
             return None
         return {p.id: p.leader for p in t.partitions.values()}
 
+    def leaders(self, topic):
+        """{partition: leader node id} as the first broker sees it."""
+        t = metadata(self.brokers[0].bootstrap).topics[topic]
+        return {p.id: p.leader for p in t.partitions.values()}
+
     def partition_dir(self, topic, partition):
         """The local directory of a classic partition: on its one broker."""
         found = [
@@ -97,5 +106,11 @@ class Engine:
         assert len(found) == 1, "partition %s-%d on %d brokers: %s" % (topic, partition, len(found), found)
         return found[0]
 
-    def logs(self):
-        return "\n".join("--- broker %s\n%s" % (b.bootstrap, b.log()[-4000:]) for b in self.brokers)
+    def warnings(self, last=3):
+        """The last WARN and ERROR lines of each broker's log."""
+        out = []
+        for b in self.brokers:
+            text = re.sub(r"\x1b\[[0-9;]*m", "", b.log())  # tracing's colours
+            lines = [line for line in text.splitlines() if " WARN " in line or " ERROR " in line]
+            out += ["%s: %s" % (b.bootstrap, line) for line in lines[-last:]]
+        return "\n".join(out) or "(no warnings)"

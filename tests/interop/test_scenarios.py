@@ -243,16 +243,56 @@ def values_of(read):
     return [v for records in read.values() for _, v in records]
 
 
-def txn_producer(engine, txn_id):
-    producer = Producer({"bootstrap.servers": engine.bootstrap, "transactional.id": txn_id, "linger.ms": 5})
-    producer.init_transactions(30)
-    return producer
+@pytest.fixture
+def txn_producers():
+    """Makes transactional producers; those a failed scenario left with
+    records in flight drop them at the end instead of holding up the exit."""
+    made = []
+
+    def make(engine, txn_id):
+        producer = Producer({
+            "bootstrap.servers": engine.bootstrap,
+            "transactional.id": txn_id,
+            "linger.ms": 5,
+            "message.timeout.ms": 30000,
+        })
+        made.append(producer)
+        producer.init_transactions(30)
+        return producer
+
+    yield make
+    for producer in made:
+        producer.purge()
+        producer.flush(0)
 
 
-def test_transactions_over_every_broker_commit_and_abort(engine):
+def retried(what, call, timeout=30):
+    """Runs a transactional call again while it fails with an error the
+    client calls retriable (as Kafka's documentation asks an application
+    to), until `timeout`."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return call()
+        except KafkaException as e:
+            if not e.args[0].retriable() or time.time() >= deadline:
+                raise AssertionError("%s failed: %s" % (what, e.args[0])) from e
+            time.sleep(0.2)
+
+
+def partitions_differing(engine, topic, seen, want):
+    """{partition: 'leader N: read X records, want Y'} where `seen` and `want` differ."""
+    leaders = engine.leaders(topic)
+    return {
+        p: "leader %d: read %d records, want %d" % (leaders[p], len(seen[p]), len(want[p]))
+        for p in want if seen[p] != want[p]
+    }
+
+
+def test_transactions_over_every_broker_commit_and_abort(engine, txn_producers):
     topic, partitions = "txn", 6
     spread(engine, engine.create_topic(topic, partitions))
-    producer = txn_producer(engine, "parity-txn-" + uuid.uuid4().hex)
+    producer = txn_producers(engine, "parity-txn-" + uuid.uuid4().hex)
 
     committed, aborted = [], []
     for t, outcome in enumerate(["commit", "abort", "commit", "abort", "commit"]):
@@ -262,10 +302,10 @@ def test_transactions_over_every_broker_commit_and_abort(engine):
             producer.produce(topic, value=v, partition=int(v.split(b"-p")[1].split(b"-")[0]))
         assert producer.flush(30) == 0
         if outcome == "commit":
-            producer.commit_transaction(30)
+            retried("commit of transaction %d" % t, lambda: producer.commit_transaction(30))
             committed += values
         else:
-            producer.abort_transaction(30)
+            retried("abort of transaction %d" % t, lambda: producer.abort_transaction(30))
             aborted += values
 
     # Everything was written (read_uncommitted sees it all)...
@@ -274,10 +314,10 @@ def test_transactions_over_every_broker_commit_and_abort(engine):
     # ...and read_committed sees each committed record once, in order per
     # partition, and no aborted one.
     seen = read_to_end(engine.bootstrap, topic, partitions, "read_committed")
-    for p in range(partitions):
-        want = [v for v in committed if b"-p%d-" % p in v]
-        assert [v for _, v in seen[p]] == want, "partition %d" % p
-    producer.flush(10)
+    want = {p: [v for v in committed if b"-p%d-" % p in v] for p in range(partitions)}
+    got = {p: [v for _, v in seen[p]] for p in range(partitions)}
+    assert not partitions_differing(engine, topic, got, want), \
+        "read_committed: %s" % partitions_differing(engine, topic, got, want)
 
 
 def committed_offsets(engine, group, topic, partitions):
@@ -289,7 +329,7 @@ def committed_offsets(engine, group, topic, partitions):
         c.close()
 
 
-def test_consume_transform_produce_with_offsets_in_the_transaction(engine):
+def test_consume_transform_produce_with_offsets_in_the_transaction(engine, txn_producers):
     source, sink, group, partitions = "ctp-in", "ctp-out", "ctp-group", 6
     spread(engine, engine.create_topic(source, partitions))
     spread(engine, engine.create_topic(sink, partitions))
@@ -304,7 +344,7 @@ def test_consume_transform_produce_with_offsets_in_the_transaction(engine):
         "isolation.level": "read_committed",
     })
     consumer.assign([TopicPartition(source, p) for p in range(partitions)])
-    producer = txn_producer(engine, "parity-ctp-" + uuid.uuid4().hex)
+    producer = txn_producers(engine, "parity-ctp-" + uuid.uuid4().hex)
     done = 0
     rounds = 0
     try:
@@ -320,20 +360,21 @@ def test_consume_transform_produce_with_offsets_in_the_transaction(engine):
             for m in batch:
                 producer.produce(sink, value=m.value().replace(b"in-", b"out-"), partition=m.partition())
                 next_offsets[m.partition()] = m.offset() + 1
-            producer.send_offsets_to_transaction(
-                [TopicPartition(source, p, o) for p, o in next_offsets.items()],
-                consumer.consumer_group_metadata(), 30)
+            retried("round %d's send_offsets_to_transaction" % rounds,
+                    lambda: producer.send_offsets_to_transaction(
+                        [TopicPartition(source, p, o) for p, o in next_offsets.items()],
+                        consumer.consumer_group_metadata(), 30))
             if rounds == 2:
                 # Aborted: neither its records nor its offsets count; rewind
                 # to the batch's first records and do it again.
-                producer.abort_transaction(30)
+                retried("round 2's abort", lambda: producer.abort_transaction(30))
                 first = {}
                 for m in batch:
                     first.setdefault(m.partition(), m.offset())
                 for p, o in first.items():
                     consumer.seek(TopicPartition(source, p, o))
                 continue
-            producer.commit_transaction(30)
+            retried("round %d's commit" % rounds, lambda: producer.commit_transaction(30))
             done += len(batch)
     finally:
         consumer.close()
@@ -341,8 +382,10 @@ def test_consume_transform_produce_with_offsets_in_the_transaction(engine):
 
     assert committed_offsets(engine, group, source, partitions) == {p: per_partition for p in range(partitions)}
     out = read_to_end(engine.bootstrap, sink, partitions, "read_committed")
-    for p in range(partitions):
-        assert [v for _, v in out[p]] == [b"out-%d-%d" % (p, i) for i in range(per_partition)], "partition %d" % p
+    want = {p: [b"out-%d-%d" % (p, i) for i in range(per_partition)] for p in range(partitions)}
+    got = {p: [v for _, v in out[p]] for p in range(partitions)}
+    assert not partitions_differing(engine, sink, got, want), \
+        "read_committed: %s" % partitions_differing(engine, sink, got, want)
 
 
 # --- tiered storage on a classic topic -----------------------------------------------
@@ -378,7 +421,8 @@ def test_tiered_classic_topic_reads_below_the_local_log_start(engine):
     dirs = {p: engine.partition_dir(topic, p) for p in range(partitions)}
     for p in range(partitions):
         wait_until("partition %d's first segments to leave local disk" % p,
-                   lambda p=p: segment_starts(dirs[p])[0] > 0 and remote_segments(engine, topic, p), timeout=60)
+                   lambda p=p: segment_starts(dirs[p])[0] > 0 and remote_segments(engine, topic, p),
+                   timeout=45, context=engine.warnings)
         local_start = segment_starts(dirs[p])[0]
         remote_starts = [int(f.split("-")[0]) for f in remote_segments(engine, topic, p)]
         assert 0 in remote_starts and min(remote_starts) < local_start
