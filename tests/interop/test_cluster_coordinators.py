@@ -51,7 +51,8 @@ def find_coordinator(bootstrap, group):
     """The node FindCoordinator names for `group` (librdkafka's
     DescribeConsumerGroups reports the coordinator it found)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    return admin.describe_consumer_groups([group])[group].result(30).coordinator.id
+    found = admin.describe_consumer_groups([group])[group].result(30)
+    return found.coordinator.id
 
 
 def three_brokers(cluster_db, cluster_factory):
@@ -179,3 +180,144 @@ def admin_end(brokers, survivors, partition):
         return c.get_watermark_offsets(TopicPartition("moving", partition), timeout=10)[1]
     finally:
         c.close()
+
+
+# --- Split brain and a database outage -----------------------------------------
+
+import os
+import signal
+
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
+
+from conftest import create_database
+from raw_client import RawConnection
+
+NOT_COORDINATOR = 16
+OWNERSHIP_ERRORS = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+
+
+def commit_request(group, topic, partition, offset):
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest[8](
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=[T(name=topic, partitions=[T.OffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset, committed_leader_epoch=-1,
+            committed_metadata=None)])])
+
+
+def commit_error(response):
+    return response.topics[0].partitions[0].error_code
+
+
+def committed(bootstrap, group, topic, partition):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    result = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition)])])[group].result(30)
+    return result.topic_partitions[0].offset
+
+
+def alter_committed(bootstrap, group, topic, partition, offset):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    result = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition, offset)])])[group].result(30)
+    assert result.topic_partitions[0].error is None, result.topic_partitions[0].error
+
+
+def test_a_paused_coordinator_does_not_write_after_its_shard_moved(cluster_db, cluster_factory):
+    brokers = three_brokers(cluster_db, cluster_factory)
+    group, shard = "paused-group", shard_of("paused-group")
+    victim, epoch = shard_owner(cluster_db, "__consumer_offsets", shard)
+    survivors = ",".join(b.bootstrap for n, b in brokers.items() if n != victim)
+    creator = AdminClient({"bootstrap.servers": survivors})
+    creator.create_topics([NewTopic("paused", num_partitions=1, replication_factor=1)])["paused"].result(30)
+    wait_for("the topic on the victim", lambda: "paused" in AdminClient(
+        {"bootstrap.servers": brokers[victim].bootstrap}).list_topics(timeout=10).topics)
+
+    with RawConnection(brokers[victim].bootstrap) as conn:
+        _, response = conn.call(commit_request(group, "paused", 0, 5), OffsetCommitResponse)
+        assert commit_error(response) == 0
+        pid = brokers[victim].process.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            moved = wait_for("another broker to take the shard of the paused one", lambda: (
+                lambda o: o if o and o[0] != victim else None)(
+                shard_owner(cluster_db, "__consumer_offsets", shard)), timeout=30)
+            assert moved[1] > epoch
+            alter_committed(survivors, group, "paused", 0, 7)
+            # Queued while paused: the first thing the broker reads when it
+            # wakes, before any renewal round could tell it what happened.
+            conn.send(commit_request(group, "paused", 0, 666))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        _, response = conn.receive(OffsetCommitResponse, 8)
+        assert commit_error(response) == NOT_COORDINATOR, "the woken broker refused to act as coordinator"
+
+    # The database holds the new owner's write, made under its epoch.
+    rows = sql(cluster_db, "SELECT epoch FROM coordinator_state WHERE kind = '__consumer_offsets' "
+                           "AND shard = %d" % shard)
+    assert [int(r[0]) for r in rows] == [moved[1]], rows
+    # Clients read what the new owner wrote, through any broker, once the
+    # woken broker is back in the cluster (the shard may move back to it).
+    for b in brokers.values():
+        assert wait_for("the committed offset through %s" % b.bootstrap,
+                        lambda b=b: committed(b.bootstrap, group, "paused", 0) == 7)
+
+
+def restart_postgres(server, timeout=60):
+    """Starts the killed server again on its data (its crash recovery runs);
+    retried while the old backends are still exiting."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return server.start()
+        except RuntimeError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def test_brokers_ride_out_kill_9_of_postgres(postgres, cluster_factory):
+    db = create_database(postgres.url(), "outage")
+    brokers = three_brokers(db, cluster_factory)
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    group, shard = "outage-group", shard_of("outage-group")
+    owner, _ = shard_owner(db, "__consumer_offsets", shard)
+    creator = AdminClient({"bootstrap.servers": bootstrap})
+    creator.create_topics([NewTopic("outage", num_partitions=3, replication_factor=1)])["outage"].result(30)
+    wait_for("the topic everywhere", lambda: all("outage" in AdminClient(
+        {"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics for b in brokers.values()))
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(30):
+        producer.produce("outage", value=b"before-%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    alter_committed(bootstrap, group, "outage", 0, 10)
+
+    postgres.kill9()
+    try:
+        # Once its lease's local deadline passes, the owner stops writing as
+        # coordinator: commits are refused, not acknowledged and lost.
+        with RawConnection(brokers[owner].bootstrap) as conn:
+            def refused():
+                _, response = conn.call(commit_request(group, "outage", 0, 99), OffsetCommitResponse)
+                return commit_error(response) in OWNERSHIP_ERRORS
+            wait_for("the coordinator to refuse commits while the database is down", refused, timeout=15)
+        # Classic partitions need no database: produce goes on.
+        for i in range(30):
+            producer.produce("outage", value=b"during-%d" % i, partition=i % 3)
+        assert producer.flush(30) == 0
+    finally:
+        restart_postgres(postgres)
+
+    # Back: the shards are owned again and nothing acknowledged was lost.
+    wait_for("the shards to be owned again", lambda: shard_owner(db, "__consumer_offsets", shard), timeout=60)
+    assert wait_for("the commit made before the outage",
+                    lambda: committed(bootstrap, group, "outage", 0) == 10, timeout=60)
+    alter_committed(bootstrap, group, "outage", 0, 20)
+    assert committed(bootstrap, group, "outage", 0) == 20
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "outage-reader",
+                         "auto.offset.reset": "earliest"})
+    try:
+        ends = [consumer.get_watermark_offsets(TopicPartition("outage", p), timeout=10)[1] for p in range(3)]
+    finally:
+        consumer.close()
+    assert ends == [20, 20, 20], "every acknowledged record is there"
