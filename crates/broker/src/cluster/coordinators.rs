@@ -211,7 +211,12 @@ pub async fn move_shards(node: &Arc<ClusterNode>, broker: &Arc<Broker>) {
             }
             ShardKind::TransactionState if txns.ownership().refusal(shard.partition).is_some() => {
                 let txns = Arc::clone(txns);
-                crate::blocking::run(move || txns.take_partition(shard.partition))
+                // Markers carry the lease epoch, so partitions refuse those
+                // of a coordinator deposed by a later lease.
+                let epoch = node
+                    .shard_lease(shard)
+                    .map_or(0, |l| i32::try_from(l.epoch.0).unwrap_or(i32::MAX));
+                crate::blocking::run(move || txns.take_partition(shard.partition, epoch))
                     .await
                     .map_err(|e| e.to_string())
                     .and_then(|r| r.map_err(|e| e.to_string()))

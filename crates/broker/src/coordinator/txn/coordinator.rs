@@ -53,8 +53,11 @@ use {
     std::sync::{Arc, Mutex, MutexGuard},
 };
 
-/// The coordinator epoch stamped on markers. A single node never hands
-/// `__transaction_state` partitions to another coordinator, so it stays 0.
+/// The coordinator epoch stamped on markers by a single node, which never
+/// hands `__transaction_state` partitions to another coordinator. In
+/// cluster mode a partition's markers carry the epoch of the shard lease
+/// they were written under ([`TransactionCoordinator::take_partition`]),
+/// so partitions refuse the markers of a deposed coordinator.
 pub const COORDINATOR_EPOCH: i32 = 0;
 
 /// Why a marker could not be written.
@@ -139,6 +142,8 @@ pub struct TransactionCoordinator {
     /// rather than treated as new); in cluster mode those whose shard lease
     /// this broker holds.
     ownership: Ownership,
+    /// Cluster mode: the coordinator epoch of each partition taken.
+    epochs: Mutex<std::collections::HashMap<i32, i32>>,
 }
 
 impl std::fmt::Debug for TransactionCoordinator {
@@ -219,6 +224,7 @@ impl TransactionCoordinator {
             ids,
             clock,
             ownership,
+            epochs: Mutex::default(),
         })
     }
 
@@ -244,10 +250,12 @@ impl TransactionCoordinator {
             ids,
             clock,
             ownership: Ownership::by_lease(),
+            epochs: Mutex::default(),
         }
     }
 
-    /// Takes over `partition` (cluster mode, once its shard lease is held):
+    /// Takes over `partition` (cluster mode, once its shard lease is held)
+    /// as coordinator epoch `coordinator_epoch` (stamped on its markers):
     /// its ids are answered `COORDINATOR_LOAD_IN_PROGRESS` while its records
     /// are replayed, then served; transactions found preparing are then
     /// completed and those past their timeout aborted, as after a restart.
@@ -257,7 +265,11 @@ impl TransactionCoordinator {
     ///
     /// The log's error when the partition cannot be read; it is then not
     /// served (`NOT_COORDINATOR`) and the caller may try again.
-    pub fn take_partition(&self, partition: i32) -> Result<(), TxnError> {
+    pub fn take_partition(&self, partition: i32, coordinator_epoch: i32) -> Result<(), TxnError> {
+        self.epochs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(partition, coordinator_epoch);
         {
             let _writer = self.partition_writer(partition);
             self.ownership.loading(partition);
@@ -333,6 +345,16 @@ impl TransactionCoordinator {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The epoch the markers of `transactional_id`'s transactions carry.
+    fn coordinator_epoch(&self, transactional_id: &str) -> i32 {
+        self.epochs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&self.partition_for(transactional_id))
+            .copied()
+            .unwrap_or(COORDINATOR_EPOCH)
+    }
+
     fn writer(&self, transactional_id: &str) -> MutexGuard<'_, ()> {
         self.partition_writer(self.partition_for(transactional_id))
     }
@@ -386,7 +408,7 @@ impl TransactionCoordinator {
             producer_id: completion.producer_id,
             producer_epoch: completion.producer_epoch,
             commit: completion.commit,
-            coordinator_epoch: COORDINATOR_EPOCH,
+            coordinator_epoch: self.coordinator_epoch(&completion.transactional_id),
         };
         let mut failed = Vec::new();
         for partition in &completion.partitions {

@@ -1090,7 +1090,7 @@ fn an_open_transaction_moves_with_its_partition_and_completes_on_the_new_owner()
     moved
         .ownership()
         .valid_until(std::time::Instant::now() + std::time::Duration::from_secs(60));
-    moved.take_partition(partition).unwrap();
+    moved.take_partition(partition, 3).unwrap();
     check!(moved.refusal("t").is_none());
     check!(moved.with_state(|s| s.get("t").map(|m| m.state)) == Some(TxnState::Ongoing));
 
@@ -1099,6 +1099,10 @@ fn an_open_transaction_moves_with_its_partition_and_completes_on_the_new_owner()
     let written = markers.written.lock().unwrap().clone();
     check!(written.len() == 1);
     check!(written[0].1.commit);
+    check!(
+        written[0].1.coordinator_epoch == 3,
+        "markers carry the lease's epoch"
+    );
     check!(moved.with_state(|s| s.get("t").map(|m| m.state)) == Some(TxnState::CompleteCommit));
 
     moved.release_partition(partition);
