@@ -14,6 +14,7 @@
 //! `krabka_cluster::lease`), so it stops before anyone else can take over.
 
 pub mod coordinators;
+pub mod markers;
 pub mod security;
 pub mod settings;
 pub mod topics;
