@@ -181,6 +181,12 @@ impl MarkerClient {
         }
     }
 
+    /// How many brokers this client holds a connection to.
+    #[must_use]
+    pub fn connections(&self) -> usize {
+        self.lock().len()
+    }
+
     /// The open connection to `node` at `addr`, or a new one.
     async fn connection(&self, node: BrokerId, addr: &str) -> Result<Arc<Connection>, String> {
         if let Some(c) = self.lock().get(&node)

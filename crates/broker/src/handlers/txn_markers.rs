@@ -121,3 +121,7 @@ pub fn answer_all(request: &WriteTxnMarkersRequest, code: i16) -> WriteTxnMarker
 pub fn refused(request: &WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     answer_all(request, ResponseError::ClusterAuthorizationFailed.code())
 }
+
+#[cfg(test)]
+#[path = "txn_markers_tests.rs"]
+mod tests;
