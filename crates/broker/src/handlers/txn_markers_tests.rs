@@ -340,6 +340,33 @@ async fn a_remote_commit_marker_makes_the_transaction_visible_and_an_abort_hides
     // So is one for a partition the broker does not have.
     check!(write(&markers, "nope", 0, committed, true).await == Err(MarkerError::Gone));
     check!(write(&markers, "data", 7, committed, true).await == Err(MarkerError::Gone));
+
+    // The handler's own codes, per partition: INVALID_PRODUCER_EPOCH for
+    // the fenced epoch, UNKNOWN_TOPIC_OR_PARTITION past the last partition.
+    let mut request = crate::cluster::markers::request(
+        &TopicPartition::new("data", 0),
+        ControlMarker {
+            producer_id: krabka_ids::ProducerId(fenced.0),
+            producer_epoch: krabka_ids::ProducerEpoch(fenced.1),
+            commit: true,
+            coordinator_epoch: 0,
+        },
+    );
+    request.markers[0].topics[0].partition_indexes.push(7);
+    let answer: WriteTxnMarkersResponse = call(
+        &broker,
+        ApiKey::WriteTxnMarkers,
+        1,
+        Request::WriteTxnMarkers(request),
+    )
+    .await;
+    let codes: Vec<(i32, i16)> = answer.markers[0].topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect();
+    check!(codes == vec![(0, 47), (7, 3)]);
+    check!(read_committed(&broker).await == vec!["c1", "c2"]);
     served.stop().await;
 }
 
