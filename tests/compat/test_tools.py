@@ -352,8 +352,6 @@ def test_kafka_transactions_abort_hanging(target):
         code, out, err = tool_sub(broker, "TransactionsCommand", "abort", "--topic", topic, "--partition", "0",
                                   "--producer-id", pid, "--producer-epoch", epoch, "--coordinator-epoch", "0",
                                   check=False)
-        if name == "krabka" and code != 0 and "WRITE_TXN_MARKERS" in out + err:
-            pytest.xfail("Krabka does not implement WriteTxnMarkers (docs/COMPATIBILITY.md)")
         assert code == 0, out + err
         _, out, _ = tool_sub(broker, "TransactionsCommand", "describe-producers", "--topic", topic, "--partition", "0")
         assert out.strip().splitlines()[1].split()[5] == "None", out

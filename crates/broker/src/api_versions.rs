@@ -136,6 +136,10 @@ pub const APIS: &[Api] = &[
     api!(DescribeCluster, 0..=2, Concurrent),
     api!(ElectLeaders, 0..=2, InOrder),
     api!(DescribeTopicPartitions, 0..=0, Concurrent),
+    // Broker to broker: another broker's transaction coordinator (v0 was
+    // removed in Kafka 4.0; v2's TransactionVersion is not decoded by
+    // kafka-protocol 0.18).
+    api!(WriteTxnMarkers, 1..=1, InOrder),
     // The group coordinator (crate::coordinator::group::wire).
     api!(group FindCoordinator, 0..=6, InOrder),
     api!(group JoinGroup, 0..=9, InOrder),
@@ -308,6 +312,7 @@ mod tests {
                     (ApiKey::DescribeCluster, 0, 2),
                     (ApiKey::ElectLeaders, 0, 2),
                     (ApiKey::DescribeTopicPartitions, 0, 0),
+                    (ApiKey::WriteTxnMarkers, 1, 1),
                     (ApiKey::FindCoordinator, 0, 6),
                     (ApiKey::JoinGroup, 0, 9),
                     (ApiKey::SyncGroup, 0, 5),

@@ -10,6 +10,7 @@ pub mod offsets;
 pub mod produce;
 pub mod producer;
 pub mod topic_partitions;
+pub mod txn_markers;
 
 use {
     crate::{
@@ -239,6 +240,12 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
             version,
             correlation_id,
             &fixup.fill(elect::handle_elect_leaders(broker, version, &r)),
+        ),
+        Request::WriteTxnMarkers(r) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &fixup.fill(txn_markers::handle_write_txn_markers(broker, r).await),
         ),
         Request::IncrementalAlterConfigs(r) => encode_response(
             api_key,

@@ -22,6 +22,7 @@ use {
             ElectLeadersRequest, FetchRequest, IncrementalAlterConfigsRequest,
             InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
             OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
+            WriteTxnMarkersRequest,
         },
         protocol::{Decodable, Encodable, HeaderVersion},
     },
@@ -49,6 +50,7 @@ pub enum Request {
     DescribeCluster(DescribeClusterRequest),
     ElectLeaders(ElectLeadersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
     /// One of the group coordinator's APIs.
     Group(crate::coordinator::group::wire::GroupRequest),
     /// One of the transaction coordinator's APIs.

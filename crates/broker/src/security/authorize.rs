@@ -440,6 +440,13 @@ pub fn check(broker: &Arc<Broker>, request: &mut DecodedRequest) -> Result<Fixup
             }
             Fixup::none()
         }
+        Request::WriteTxnMarkers(r) => {
+            if !ctx.cluster(Operation::ClusterAction) {
+                let response = crate::handlers::txn_markers::refused(r);
+                return whole(answer(api, version, id, &response));
+            }
+            Fixup::none()
+        }
         Request::DescribeTopicPartitions(r) => match describe_topic_partitions(&ctx, r) {
             Ok(f) => f,
             Err(response) => return whole(answer(api, version, id, &response)),

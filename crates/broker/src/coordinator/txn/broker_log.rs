@@ -10,9 +10,10 @@
 //! completion record) and aborts those already past their timeout, before
 //! the listener serves clients.
 //!
-//! Markers for `__consumer_offsets` go through the group coordinator, which
-//! turns the transaction's pending offsets into committed ones (or drops
-//! them) as it appends the marker.
+//! Markers are written by [`super::local_markers`] (shared with the
+//! WriteTxnMarkers handler): those for `__consumer_offsets` go through the
+//! group coordinator, which turns the transaction's pending offsets into
+//! committed ones (or drops them) as it appends the marker.
 //!
 //! The seams hold `Weak` references to the broker, because the broker owns
 //! the coordinator that owns them.
@@ -28,14 +29,11 @@ use {
     },
     crate::{
         broker::Broker,
-        coordinator::{
-            group::{GroupError, OFFSETS_TOPIC},
-            state_topic::{self, CoordinatorRecord},
-        },
-        partition::{LEADER_EPOCH, Partition},
+        coordinator::state_topic::{self, CoordinatorRecord},
+        partition::Partition,
     },
     krabka_ids::ProducerId,
-    krabka_log::{ControlMarker, LogError, SystemClock},
+    krabka_log::{ControlMarker, SystemClock},
     std::{
         sync::{Arc, Weak},
         time::Duration,
@@ -116,41 +114,8 @@ impl MarkerWriter for PartitionMarkers {
             .broker
             .upgrade()
             .ok_or_else(|| MarkerError::Failed("the broker is shutting down".into()))?;
-        if partition.topic == OFFSETS_TOPIC {
-            let groups = broker.groups.get().ok_or_else(|| {
-                MarkerError::Failed("the group coordinator has not started".into())
-            })?;
-            return match self
-                .runtime
-                .block_on(groups.write_txn_marker(partition.partition, marker))
-            {
-                Ok(()) => Ok(()),
-                // A stale epoch: the producer moved on, the marker is moot
-                // (Kafka drops it too).
-                Err(GroupError::Refused { reason, .. }) => {
-                    tracing::warn!(%reason, "dropping a stale transaction marker");
-                    Err(MarkerError::Gone)
-                }
-                Err(e) => Err(MarkerError::Failed(e.to_string())),
-            };
-        }
-        let target = broker
-            .partitions
-            .get(&partition.topic, partition.partition)
-            .ok_or(MarkerError::Gone)?;
-        match target
-            .local_log()
-            .append_control_marker(marker, LEADER_EPOCH)
-        {
-            Ok(_) => {}
-            Err(e @ (LogError::InvalidProducerEpoch { .. } | LogError::InvalidTxnState { .. })) => {
-                tracing::warn!(partition = ?target, error = %e, "dropping a stale transaction marker");
-                return Err(MarkerError::Gone);
-            }
-            Err(e) => return Err(MarkerError::Failed(e.to_string())),
-        }
-        target.notify_appended();
-        Ok(())
+        super::local_markers::write_local_marker(&broker, &self.runtime, partition, marker)
+            .map_err(MarkerError::from)
     }
 }
 

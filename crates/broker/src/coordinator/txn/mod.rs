@@ -16,6 +16,8 @@
 //!   `kafka-protocol` types;
 //! * [`broker_log`] — those seams over the broker, and the startup that
 //!   replays `__transaction_state` and completes what was preparing;
+//! * [`local_markers`] — one marker written to a partition of this broker,
+//!   for the coordinator and for WriteTxnMarkers from another broker's;
 //! * [`wire`] — dispatch, TxnOffsetCommit's route to the group
 //!   coordinator, and the produce path's check;
 //! * [`producers`] — DescribeProducers and producer-id expiry over the
@@ -35,6 +37,7 @@ pub mod broker_log;
 pub mod config;
 pub mod coordinator;
 pub mod error;
+pub mod local_markers;
 pub mod log;
 pub mod producers;
 pub mod records;

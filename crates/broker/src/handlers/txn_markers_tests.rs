@@ -1,0 +1,557 @@
+//! WriteTxnMarkers end to end in process: a broker serving its listener on
+//! a loopback port, a transactional producer's open transaction driven
+//! through the dispatcher, and the marker sent over TCP by
+//! [`RoutedMarkers`] with a Remote route to that broker — then what a
+//! read_committed fetch and the group coordinator see.
+
+use {
+    crate::{
+        broker::Broker,
+        cluster::markers::{MarkerClient, MarkerRoute, RoutedMarkers},
+        config::{BrokerConfig, RawSettings},
+        coordinator::{
+            group::{OFFSETS_TOPIC, RequestContext},
+            txn::{MarkerError, MarkerWriter, TopicPartition, wire::TxnRequest},
+        },
+        handlers::{Reply, handle},
+        network::codec::{DecodedRequest, Request},
+    },
+    assert2::check,
+    bytes::Bytes,
+    kafka_protocol::{
+        messages::*,
+        protocol::{Decodable, StrBytes},
+        records::{Record, RecordBatchDecoder, TimestampType},
+    },
+    krabka_ids::BrokerId,
+    krabka_log::ControlMarker,
+    std::{path::Path, sync::Arc, time::Duration},
+    tokio::sync::watch,
+};
+
+/// Every wait of these tests ends by this deadline.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A broker with both coordinators, serving its inter-broker listener on a
+/// loopback port until dropped.
+struct Served {
+    broker: Arc<Broker>,
+    listeners: String,
+    stop: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Served {
+    async fn start(dir: &Path, extra: &[(&str, &str)]) -> Self {
+        let mut raw = RawSettings::default();
+        for (k, v) in [
+            ("log.dirs", dir.display().to_string().as_str()),
+            ("log.cleaner.enable", "false"),
+            ("listeners", "PLAINTEXT://127.0.0.1:0"),
+            ("offsets.topic.num.partitions", "3"),
+            ("transaction.state.log.num.partitions", "3"),
+            (
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                "600000",
+            ),
+        ] {
+            raw.set(k, v, "test");
+        }
+        for (k, v) in extra {
+            raw.set(k, v, "test");
+        }
+        let config = BrokerConfig::from_raw(&raw).unwrap();
+        let network = Arc::new(crate::network::Network::new(&config).await.unwrap());
+        let broker = Arc::new(
+            crate::blocking::run(move || Broker::open(config))
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+        let groups = crate::coordinator::group::broker_log::start(&broker)
+            .await
+            .unwrap();
+        let _ = broker.groups.set(groups);
+        let txns = crate::coordinator::txn::broker_log::start(&broker)
+            .await
+            .unwrap();
+        let _ = broker.txns.set(txns);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let endpoint = Arc::clone(broker.security.inter_broker());
+        endpoint.set_bound_port(port);
+        broker.set_bound_port(port);
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(crate::network::serve(
+            Arc::clone(&broker),
+            network,
+            listener,
+            endpoint,
+            stopped,
+        ));
+        Self {
+            broker,
+            listeners: format!("PLAINTEXT://127.0.0.1:{port}"),
+            stop,
+            server,
+        }
+    }
+
+    /// Markers routed to this broker over TCP, as another broker's
+    /// coordinator sends them.
+    fn remote_markers(&self) -> RoutedMarkers {
+        let listeners = self.listeners.clone();
+        RoutedMarkers::new(
+            Arc::new(NoLocal),
+            Arc::new(move |_: &TopicPartition| MarkerRoute::Remote {
+                node: BrokerId(0),
+                listeners: listeners.clone(),
+            }),
+            Arc::new(MarkerClient::for_broker(&self.broker)),
+            tokio::runtime::Handle::current(),
+        )
+    }
+
+    async fn stop(self) {
+        self.stop.send_replace(true);
+        tokio::time::timeout(DEADLINE, self.server)
+            .await
+            .expect("the listener stops within the deadline")
+            .unwrap();
+        let broker = self.broker;
+        crate::blocking::run(move || broker.partitions.close_all())
+            .await
+            .unwrap();
+    }
+}
+
+/// The local writer of a route that never says Local.
+struct NoLocal;
+
+impl MarkerWriter for NoLocal {
+    fn write_marker(&self, _: &TopicPartition, _: ControlMarker) -> Result<(), MarkerError> {
+        Err(MarkerError::Failed(
+            "no local partitions in this test".into(),
+        ))
+    }
+}
+
+/// `write_marker` on the blocking pool, as the coordinator calls it.
+async fn write(
+    markers: &Arc<RoutedMarkers>,
+    topic: &str,
+    partition: i32,
+    producer: (i64, i16),
+    commit: bool,
+) -> Result<(), MarkerError> {
+    let markers = Arc::clone(markers);
+    let tp = TopicPartition::new(topic, partition);
+    let marker = ControlMarker {
+        producer_id: krabka_ids::ProducerId(producer.0),
+        producer_epoch: krabka_ids::ProducerEpoch(producer.1),
+        commit,
+        coordinator_epoch: 0,
+    };
+    tokio::time::timeout(
+        DEADLINE,
+        crate::blocking::run(move || markers.write_marker(&tp, marker)),
+    )
+    .await
+    .expect("the marker is answered within the deadline")
+    .unwrap()
+}
+
+async fn call<R: Decodable>(broker: &Arc<Broker>, api: ApiKey, version: i16, body: Request) -> R {
+    let mut header = RequestHeader::default();
+    header.request_api_key = api as i16;
+    header.request_api_version = version;
+    header.correlation_id = 1;
+    let request = DecodedRequest {
+        api_key: api,
+        version,
+        header,
+        body,
+        peer: None,
+        session: None,
+        zero_copy: false,
+    };
+    match handle(broker, request).await {
+        Reply::Frame(frame) => {
+            let mut frame = frame.slice(4..);
+            ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
+            R::decode(&mut frame, version).unwrap()
+        }
+        other => panic!("{api:?} v{version}: {other:?}"),
+    }
+}
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+/// A transactional producer with an open transaction on `data-0` holding
+/// `values`.
+async fn open_transaction(broker: &Arc<Broker>, id: &str, values: &[&str]) -> (i64, i16) {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = Some(TransactionalId(sb(id)));
+    r.transaction_timeout_ms = 600_000;
+    r.producer_id = ProducerId(-1);
+    r.producer_epoch = -1;
+    let resp: InitProducerIdResponse = call(
+        broker,
+        ApiKey::InitProducerId,
+        4,
+        Request::InitProducerId(r),
+    )
+    .await;
+    check!(resp.error_code == 0);
+    let producer = (resp.producer_id.0, resp.producer_epoch);
+
+    let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+    t.name = TopicName(sb("data"));
+    t.partitions = vec![0];
+    let mut r = AddPartitionsToTxnRequest::default();
+    r.v3_and_below_transactional_id = TransactionalId(sb(id));
+    r.v3_and_below_producer_id = ProducerId(producer.0);
+    r.v3_and_below_producer_epoch = producer.1;
+    r.v3_and_below_topics = vec![t];
+    let resp: AddPartitionsToTxnResponse = call(
+        broker,
+        ApiKey::AddPartitionsToTxn,
+        3,
+        Request::Txn(TxnRequest::AddPartitionsToTxn(r)),
+    )
+    .await;
+    check!(resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0);
+
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: producer.0,
+            producer_epoch: producer.1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1_000,
+            key: None,
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut p = produce_request::PartitionProduceData::default();
+    p.index = 0;
+    p.records = Some(crate::coordinator::state_topic::encode_v2_batch(&records).unwrap());
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = TopicName(sb("data"));
+    t.partition_data = vec![p];
+    let mut r = ProduceRequest::default();
+    r.transactional_id = Some(TransactionalId(sb(id)));
+    r.acks = -1;
+    r.timeout_ms = 5_000;
+    r.topic_data = vec![t];
+    let resp: ProduceResponse = call(broker, ApiKey::Produce, 9, Request::Produce(r)).await;
+    check!(resp.responses[0].partition_responses[0].error_code == 0);
+    producer
+}
+
+/// The values a read_committed consumer of `data-0` is given, fetching
+/// from 0 to the last stable offset: control records and those of the
+/// aborted transactions the answers list are left out (as clients filter
+/// them).
+async fn read_committed(broker: &Arc<Broker>) -> Vec<String> {
+    let (mut offset, mut values, mut aborted) = (0, Vec::new(), Vec::new());
+    loop {
+        let mut request = FetchRequest::default();
+        request.max_wait_ms = 0;
+        request.min_bytes = 0;
+        request.max_bytes = 1 << 20;
+        request.isolation_level = 1;
+        request.session_epoch = -1;
+        let mut t = fetch_request::FetchTopic::default();
+        t.topic = TopicName(sb("data"));
+        let mut part = fetch_request::FetchPartition::default();
+        part.fetch_offset = offset;
+        part.partition_max_bytes = 1 << 20;
+        t.partitions.push(part);
+        request.topics.push(t);
+        let response = crate::fetch::handle_fetch(broker, 12, request).await;
+        let data = &response.responses[0].partitions[0];
+        check!(data.error_code == 0);
+        aborted.extend(
+            data.aborted_transactions
+                .iter()
+                .flatten()
+                .map(|a| (a.producer_id.0, a.first_offset)),
+        );
+        let mut buf = data.records.clone().unwrap_or_default();
+        if buf.is_empty() {
+            return values;
+        }
+        while !buf.is_empty() {
+            for r in RecordBatchDecoder::decode(&mut buf).unwrap().records {
+                offset = r.offset + 1;
+                let hidden = aborted
+                    .iter()
+                    .any(|(pid, first)| *pid == r.producer_id && r.offset >= *first);
+                if !r.control && !hidden {
+                    values.push(String::from_utf8_lossy(&r.value.unwrap_or_default()).into_owned());
+                }
+            }
+        }
+    }
+}
+
+async fn create_data(broker: &Arc<Broker>) {
+    crate::handlers::admin::create_topic(broker, "data", 1, -1, &[], Default::default(), false)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_commit_marker_makes_the_transaction_visible_and_an_abort_hides_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), &[]).await;
+    let broker = Arc::clone(&served.broker);
+    create_data(&broker).await;
+    let markers = Arc::new(served.remote_markers());
+
+    let committed = open_transaction(&broker, "committed", &["c1", "c2"]).await;
+    check!(read_committed(&broker).await.is_empty());
+    write(&markers, "data", 0, committed, true).await.unwrap();
+    check!(read_committed(&broker).await == vec!["c1", "c2"]);
+    let log = Arc::clone(broker.partitions.get("data", 0).unwrap().local_log());
+    check!(log.last_stable_offset() == log.log_end_offset());
+
+    let aborted = open_transaction(&broker, "aborted", &["a1"]).await;
+    write(&markers, "data", 0, aborted, false).await.unwrap();
+    check!(read_committed(&broker).await == vec!["c1", "c2"]);
+    let listed = log.aborted_transactions(0, log.log_end_offset()).unwrap();
+    check!(listed.len() == 1);
+    check!(listed[0].producer_id.0 == aborted.0);
+
+    // A marker of an older epoch than the log knows is moot: dropped.
+    let fenced = (committed.0, committed.1 - 1);
+    check!(write(&markers, "data", 0, fenced, true).await == Err(MarkerError::Gone));
+    // So is one for a partition the broker does not have.
+    check!(write(&markers, "nope", 0, committed, true).await == Err(MarkerError::Gone));
+    check!(write(&markers, "data", 7, committed, true).await == Err(MarkerError::Gone));
+
+    // The handler's own codes, per partition: INVALID_PRODUCER_EPOCH for
+    // the fenced epoch, UNKNOWN_TOPIC_OR_PARTITION past the last partition.
+    let mut request = crate::cluster::markers::request(
+        &TopicPartition::new("data", 0),
+        ControlMarker {
+            producer_id: krabka_ids::ProducerId(fenced.0),
+            producer_epoch: krabka_ids::ProducerEpoch(fenced.1),
+            commit: true,
+            coordinator_epoch: 0,
+        },
+    );
+    request.markers[0].topics[0].partition_indexes.push(7);
+    let answer: WriteTxnMarkersResponse = call(
+        &broker,
+        ApiKey::WriteTxnMarkers,
+        1,
+        Request::WriteTxnMarkers(request),
+    )
+    .await;
+    let codes: Vec<(i32, i16)> = answer.markers[0].topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect();
+    check!(codes == vec![(0, 47), (7, 3)]);
+    check!(read_committed(&broker).await == vec!["c1", "c2"]);
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_consumer_offsets_marker_goes_through_the_group_coordinator() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), &[]).await;
+    let broker = Arc::clone(&served.broker);
+    create_data(&broker).await;
+    let markers = Arc::new(served.remote_markers());
+    let producer = open_transaction(&broker, "offsets", &["x"]).await;
+
+    let mut add = AddOffsetsToTxnRequest::default();
+    add.transactional_id = TransactionalId(sb("offsets"));
+    add.producer_id = ProducerId(producer.0);
+    add.producer_epoch = producer.1;
+    add.group_id = GroupId(sb("g"));
+    let resp: AddOffsetsToTxnResponse = call(
+        &broker,
+        ApiKey::AddOffsetsToTxn,
+        3,
+        Request::Txn(TxnRequest::AddOffsetsToTxn(add)),
+    )
+    .await;
+    check!(resp.error_code == 0);
+    let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = 1;
+    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+    t.name = TopicName(sb("data"));
+    t.partitions = vec![p];
+    let mut offsets = TxnOffsetCommitRequest::default();
+    offsets.transactional_id = TransactionalId(sb("offsets"));
+    offsets.group_id = GroupId(sb("g"));
+    offsets.producer_id = ProducerId(producer.0);
+    offsets.producer_epoch = producer.1;
+    offsets.generation_id = -1;
+    offsets.topics = vec![t];
+    let resp: TxnOffsetCommitResponse = call(
+        &broker,
+        ApiKey::TxnOffsetCommit,
+        3,
+        Request::Txn(TxnRequest::TxnOffsetCommit(offsets)),
+    )
+    .await;
+    check!(resp.topics[0].partitions[0].error_code == 0);
+
+    let groups = Arc::clone(broker.groups.get().unwrap());
+    let committed_offset = || async {
+        let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+        t.name = TopicName(sb("data"));
+        t.partition_indexes = vec![0];
+        let mut r = OffsetFetchRequest::default();
+        r.group_id = GroupId(sb("g"));
+        r.topics = Some(vec![t]);
+        r.require_stable = true;
+        let resp = groups
+            .offset_fetch(&RequestContext::new(7, "test", ""), r)
+            .await;
+        let p = &resp.topics[0].partitions[0];
+        (p.error_code, p.committed_offset)
+    };
+    // Pending until the marker: UNSTABLE_OFFSET_COMMIT for a stable read.
+    check!(committed_offset().await.0 == 88);
+    let shard = groups.partition_for("g");
+    write(&markers, OFFSETS_TOPIC, shard, producer, true)
+        .await
+        .unwrap();
+    check!(committed_offset().await == (0, 1));
+    // A shard index the group coordinator does not have is not its: retried.
+    check!(matches!(
+        write(&markers, OFFSETS_TOPIC, 99, producer, true).await,
+        Err(MarkerError::Failed(_))
+    ));
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_cluster_action_every_partition_is_refused_and_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        dir.path(),
+        &[
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            ),
+            ("super.users", "User:admin"),
+        ],
+    )
+    .await;
+    let broker = Arc::clone(&served.broker);
+    create_data(&broker).await;
+    // Through the dispatcher without a session: the broker's own request.
+    let producer = open_transaction(&broker, "refused", &["r"]).await;
+
+    // The anonymous PLAINTEXT principal has no CLUSTER_ACTION.
+    let markers = Arc::new(served.remote_markers());
+    let Err(MarkerError::Failed(reason)) = write(&markers, "data", 0, producer, true).await else {
+        panic!("a refused marker must be retried");
+    };
+    check!(reason.contains("ClusterAuthorizationFailed"), "{reason}");
+
+    let connection = tokio::time::timeout(
+        DEADLINE,
+        krabka_client::Connection::connect(
+            served.listeners.trim_start_matches("PLAINTEXT://"),
+            &krabka_client::ConnectionConfig::default(),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let mut request = crate::cluster::markers::request(
+        &TopicPartition::new("data", 0),
+        ControlMarker {
+            producer_id: krabka_ids::ProducerId(producer.0),
+            producer_epoch: krabka_ids::ProducerEpoch(producer.1),
+            commit: true,
+            coordinator_epoch: 0,
+        },
+    );
+    request.markers[0].topics[0].partition_indexes.push(5);
+    let answer = tokio::time::timeout(DEADLINE, connection.send_version(&request, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let codes: Vec<(i32, i16)> = answer.markers[0].topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect();
+    check!(codes == vec![(0, 31), (5, 31)]);
+    check!(answer.markers[0].producer_id.0 == producer.0);
+    let log = Arc::clone(broker.partitions.get("data", 0).unwrap().local_log());
+    check!(log.last_stable_offset() == 0);
+    drop(connection);
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_does_not_answer_is_retried_and_the_connection_is_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), &[]).await;
+    let broker = Arc::clone(&served.broker);
+    create_data(&broker).await;
+    let client = Arc::new(MarkerClient::for_broker(&broker));
+
+    // Nothing listens on a port just released: connection refused, retried.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let listeners = format!("PLAINTEXT://127.0.0.1:{closed}");
+    let dead = RoutedMarkers::new(
+        Arc::new(NoLocal),
+        Arc::new(move |_: &TopicPartition| MarkerRoute::Remote {
+            node: BrokerId(9),
+            listeners: listeners.clone(),
+        }),
+        Arc::clone(&client),
+        tokio::runtime::Handle::current(),
+    );
+    let Err(MarkerError::Failed(reason)) = write(&Arc::new(dead), "data", 0, (1, 0), true).await
+    else {
+        panic!("an unreachable broker must be retried");
+    };
+    check!(reason.contains("broker 9"), "{reason}");
+
+    // Two markers to the live broker share one connection.
+    let listeners = served.listeners.clone();
+    let live = Arc::new(RoutedMarkers::new(
+        Arc::new(NoLocal),
+        Arc::new(move |_: &TopicPartition| MarkerRoute::Remote {
+            node: BrokerId(0),
+            listeners: listeners.clone(),
+        }),
+        Arc::clone(&client),
+        tokio::runtime::Handle::current(),
+    ));
+    let first = open_transaction(&broker, "first", &["1"]).await;
+    write(&live, "data", 0, first, true).await.unwrap();
+    let second = open_transaction(&broker, "second", &["2"]).await;
+    write(&live, "data", 0, second, true).await.unwrap();
+    check!(read_committed(&broker).await == vec!["1", "2"]);
+    check!(client.connections() == 1);
+    served.stop().await;
+}
