@@ -211,15 +211,16 @@ def commit_error(response):
 
 def committed(bootstrap, group, topic, partition):
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition)])])[group].result(30)
-    return result.topic_partitions[0].offset
+    future = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition)])])[group]
+    return future.result(30).topic_partitions[0].offset
 
 
 def alter_committed(bootstrap, group, topic, partition, offset):
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = admin.alter_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition, offset)])])[group].result(30)
+    future = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition, offset)])])[group]
+    result = future.result(30)
     assert result.topic_partitions[0].error is None, result.topic_partitions[0].error
 
 
@@ -321,3 +322,116 @@ def test_brokers_ride_out_kill_9_of_postgres(postgres, cluster_factory):
     finally:
         consumer.close()
     assert ends == [20, 20, 20], "every acknowledged record is there"
+
+
+# --- Transactions across brokers and a coordinator failover --------------------
+
+TXN_PARTITIONS = 50
+
+
+def test_a_transaction_coordinator_failover_aborts_the_open_transaction_and_fences_the_zombie(
+        cluster_db, cluster_factory):
+    brokers = three_brokers(cluster_db, cluster_factory)
+    # A transactional id whose coordinator is broker `victim`; the data
+    # partitions used are on the two other brokers.
+    txn_id = "ctp-txn"
+    victim, _ = shard_owner(cluster_db, "__transaction_state", shard_of(txn_id, TXN_PARTITIONS))
+    survivors = [n for n in brokers if n != victim]
+    bootstrap = ",".join(brokers[n].bootstrap for n in survivors)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, num_partitions=6, replication_factor=1)
+                                  for t in ("ctp-in", "ctp-out")]).values():
+        f.result(30)
+
+    def leaders(topic):
+        t = admin.list_topics(timeout=10).topics.get(topic)
+        if not t or len(t.partitions) != 6 or any(m.leader <= 0 for m in t.partitions.values()):
+            return None
+        return {p: m.leader for p, m in t.partitions.items()}
+
+    out_parts = sorted(p for p, n in wait_for("ctp-out's leaders", lambda: leaders("ctp-out")).items()
+                       if n != victim)
+    in_parts = sorted(p for p, n in wait_for("ctp-in's leaders", lambda: leaders("ctp-in")).items()
+                      if n != victim)
+    assert len({leaders("ctp-out")[p] for p in out_parts}) == 2, "output partitions on two brokers"
+
+    feeder = Producer({"bootstrap.servers": bootstrap})
+    for i in range(30):
+        feeder.produce("ctp-in", value=b"in-%d" % i, partition=in_parts[i % len(in_parts)])
+    assert feeder.flush(30) == 0
+
+    def transactional():
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                      "transaction.timeout.ms": 60000})
+        p.init_transactions(30)
+        return p
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition("ctp-in", p) for p in in_parts])
+
+    def transform_round(producer, label, count, commit=True):
+        """Consumes `count` inputs and writes them transformed, with the
+        offsets, in one transaction."""
+        got = []
+        deadline = time.time() + 30
+        while len(got) < count and time.time() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got.append(msg)
+        assert len(got) == count
+        producer.begin_transaction()
+        for i, msg in enumerate(got):
+            producer.produce("ctp-out", value=label + b":" + msg.value(), partition=out_parts[i % len(out_parts)])
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+
+    zombie = transactional()
+    transform_round(zombie, b"first", 10)
+    # The second round is left open when the coordinator's broker dies.
+    transform_round(zombie, b"open", 10, commit=False)
+    assert zombie.flush(30) == 0
+    brokers[victim].kill9()
+    wait_for("another broker to take the transaction shard", lambda: (
+        lambda o: o if o and o[0] != victim else None)(
+        shard_owner(cluster_db, "__transaction_state", shard_of(txn_id, TXN_PARTITIONS))), timeout=30)
+
+    # A new instance of the application takes over: InitProducerId on the new
+    # coordinator fences the old producer and aborts its open transaction.
+    successor = transactional()
+    consumer.close()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition("ctp-in", p) for p in in_parts])
+    transform_round(successor, b"second", 20)
+
+    # The zombie cannot commit what it left open.
+    try:
+        zombie.commit_transaction(30)
+        raise AssertionError("the zombie producer committed")
+    except KafkaException as e:
+        assert e.args[0].fatal() or e.args[0].txn_requires_abort(), e
+    consumer.close()
+
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp-reader",
+                       "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    reader.assign([TopicPartition("ctp-out", p) for p in out_parts])
+    values = []
+    deadline = time.time() + 30
+    while len(values) < 30 and time.time() < deadline:
+        msg = reader.poll(0.2)
+        if msg is not None and not msg.error():
+            values.append(msg.value())
+    extra = reader.poll(2)
+    reader.close()
+    assert extra is None or extra.error(), "nothing past the committed transactions"
+    labels = sorted(v.split(b":")[0] for v in values)
+    assert labels == [b"first"] * 10 + [b"second"] * 20, labels
+    inputs = sorted(v.split(b":", 1)[1] for v in values)
+    assert inputs == sorted(b"in-%d" % i for i in range(30)), "each input transformed exactly once"
+    # The group's committed offsets cover every input once.
+    assert sum(committed(bootstrap, "ctp-group", "ctp-in", p) for p in in_parts) == 30

@@ -23,8 +23,8 @@
 //! [`Ownership`]: crate::coordinator::ownership::Ownership
 
 use {
-    super::ClusterNode,
-    crate::broker::Broker,
+    super::{ClusterNode, markers::MarkerRoute},
+    crate::{broker::Broker, coordinator::txn::TopicPartition},
     kafka_protocol::{
         ResponseError,
         messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse},
@@ -117,6 +117,41 @@ pub fn point_at_owners(
             }
             None => {}
         }
+    }
+}
+
+/// Where a transaction marker for `partition` goes in cluster mode: to the
+/// live owner of a `__consumer_offsets` shard, to the broker a classic
+/// partition is assigned to, locally when that is this broker (or when the
+/// partition is not a classic one: diskless partitions are served by every
+/// broker). A partition whose broker is not live waits: the marker is
+/// retried, never dropped.
+#[must_use]
+pub fn marker_route(node: &ClusterNode, partition: &TopicPartition) -> MarkerRoute {
+    let target = if partition.topic == crate::coordinator::group::OFFSETS_TOPIC {
+        let shard = ShardId::new(ShardKind::ConsumerOffsets, partition.partition);
+        match node.shard_owner(shard) {
+            Some(owner) => owner,
+            None => return MarkerRoute::Unavailable(format!("{shard} has no live owner")),
+        }
+    } else {
+        match node.assigned(&partition.topic, partition.partition) {
+            Some(owner) => owner,
+            None => return MarkerRoute::Local,
+        }
+    };
+    if target == node.node() {
+        return MarkerRoute::Local;
+    }
+    match node.live_brokers().into_iter().find(|b| b.node == target) {
+        Some(info) => MarkerRoute::Remote {
+            node: target,
+            listeners: info.listeners,
+        },
+        None => MarkerRoute::Unavailable(format!(
+            "broker {} holding {}-{} is not live",
+            target.0, partition.topic, partition.partition
+        )),
     }
 }
 

@@ -173,7 +173,17 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<TransactionCoordinator>, 
     });
     let coordinator = if let Some(cluster) = broker.cluster.get() {
         // Cluster mode: the state lives in the database, shard by shard,
-        // and is loaded as this broker takes shards.
+        // and is loaded as this broker takes shards; markers for partitions
+        // of other brokers go to them with WriteTxnMarkers.
+        let node = Arc::clone(cluster);
+        let markers = Arc::new(crate::cluster::markers::RoutedMarkers::new(
+            markers,
+            Arc::new(move |partition: &TopicPartition| {
+                crate::cluster::coordinators::marker_route(&node, partition)
+            }),
+            Arc::new(crate::cluster::markers::MarkerClient::for_broker(broker)),
+            runtime.clone(),
+        ));
         TransactionCoordinator::by_lease(
             config,
             Arc::new(crate::cluster::coordinator_state::DbTxnStateLog::new(
