@@ -260,3 +260,69 @@ def test_acls_and_scram_users_live_in_the_database(cluster_db, cluster_factory, 
 
     # A wrong password is refused everywhere.
     assert produce_outcome(scram_conf(b2, "alice", "wrong"), "guarded") == "auth"
+
+
+def test_transaction_markers_cross_a_sasl_ssl_inter_broker_listener(cluster_db, cluster_factory, tmp_path):
+    """The brokers' own connections (WriteTxnMarkers) authenticate on the
+    inter-broker listener as Kafka's do: TLS trusting ssl.truststore.*,
+    SASL with the username and password of the listener's JAAS config; the
+    broker principal is a super user, so it may CLUSTER_ACTION."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    certs = generate_certs(tmp_path / "certs", "--pkcs12-password", "store-pw")
+    brokers = {}
+    for node in (1, 2):
+        internal = free_port()
+        broker = cluster_factory(cluster_db, node, start=False)
+        broker.overrides.update({
+            "listeners": "EXTERNAL://127.0.0.1:%d,INTERNAL://127.0.0.1:%d" % (broker.port, internal),
+            "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config":
+                'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                'username="broker" password="broker-pw" user_broker="broker-pw";',
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": os.path.join(certs, "broker.p12"),
+            "ssl.keystore.password": "store-pw",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": os.path.join(certs, "ca.pem"),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:broker",
+            "allow.everyone.if.no.acl.found": "true",
+        })
+        broker.start()
+        brokers[node] = broker
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wait_for("both brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    admin.create_topics([NewTopic("secure-txn", num_partitions=4, replication_factor=1)])["secure-txn"].result(30)
+
+    def leaders():
+        t = admin.list_topics(timeout=10).topics.get("secure-txn")
+        ok = t and len(t.partitions) == 4 and all(m.leader in (1, 2) for m in t.partitions.values())
+        return {p: m.leader for p, m in t.partitions.items()} if ok else None
+
+    placed = wait_for("the topic's leaders", leaders)
+    assert set(placed.values()) == {1, 2}, "partitions on both brokers"
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "secure-markers"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in range(4):
+        for i in range(5):
+            producer.produce("secure-txn", value=b"%d-%d" % (p, i), partition=p)
+    producer.commit_transaction(30)
+
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "secure-reader",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    reader.assign([TopicPartition("secure-txn", p) for p in range(4)])
+    seen = []
+    try:
+        wait_for("every committed record on both brokers",
+                 lambda: seen.extend(m.value() for m in reader.consume(20, 0.5) if not m.error())
+                 or len(seen) >= 20)
+    finally:
+        reader.close()
+    assert sorted(seen) == sorted(b"%d-%d" % (p, i) for p in range(4) for i in range(5))

@@ -25,7 +25,6 @@
 use {
     crate::{
         broker::Broker,
-        config::SecurityProtocol,
         coordinator::txn::{MarkerError, MarkerWriter, TopicPartition},
     },
     kafka_protocol::{
@@ -104,30 +103,35 @@ impl MarkerClient {
     }
 
     /// The client of `broker`: its inter-broker listener's protocol (the
-    /// same on every broker, as on Kafka), `request.timeout.ms` (Kafka's
-    /// default, 30 s) and a 10 s connect timeout. An SSL or SASL
-    /// inter-broker listener is not dialled yet: the client then fails
-    /// every remote marker with a reason naming it.
+    /// same on every broker, as on Kafka) with the broker's own TLS and SASL
+    /// credentials (see [`crate::security::InterBrokerClient`]),
+    /// `request.timeout.ms` (Kafka's default, 30 s) and a 10 s connect
+    /// timeout. When those credentials are missing or unusable the client
+    /// fails every remote marker with the reason (and the coordinator
+    /// retries them).
     #[must_use]
     pub fn for_broker(broker: &Broker) -> Self {
-        let spec = &broker.security.inter_broker().spec;
+        let (tls, sasl, unusable) = match broker.security.inter_broker_client() {
+            Ok(own) => (own.tls, own.sasl, None),
+            Err(reason) => (
+                None,
+                None,
+                Some(format!(
+                    "the inter-broker listener {}: {reason}",
+                    broker.security.inter_broker().spec.name
+                )),
+            ),
+        };
         let config = ConnectionConfig {
             client_id: format!("broker-{}-txn-markers", broker.config.node_id),
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_response_size: 16 * 1024 * 1024,
-            tls: None,
-            sasl: None,
+            tls,
+            sasl,
         };
         let mut client = Self::new(config);
-        if spec.protocol != SecurityProtocol::Plaintext {
-            client.unusable = Some(format!(
-                "the inter-broker listener {} uses {}; WriteTxnMarkers between brokers \
-                 is only sent over PLAINTEXT so far",
-                spec.name,
-                spec.protocol.name()
-            ));
-        }
+        client.unusable = unusable;
         client
     }
 

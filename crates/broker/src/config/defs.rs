@@ -1041,6 +1041,13 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "Security protocol of the broker's own clients when inter.broker.listener.name is unset.",
     ),
     broker(
+        "sasl.mechanism.inter.broker.protocol",
+        None,
+        ConfigKind::Choice(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+        false,
+        "SASL mechanism of the broker's own connections to other brokers (default: the inter-broker listener's one enabled mechanism; Kafka's GSSAPI is not supported).",
+    ),
+    broker(
         "ssl.keystore.type",
         None,
         ConfigKind::Choice(&["PEM", "PKCS12"]),

@@ -58,6 +58,15 @@ const UNSECURED_VALIDATOR: &str =
 /// Kafka's `sasl.server.max.receive.size` default (512 KiB).
 const DEFAULT_SASL_MAX_RECEIVE_SIZE: usize = 512 * 1024;
 
+/// The TLS and SASL a broker uses on its own connections to other brokers.
+#[derive(Debug, Clone)]
+pub struct InterBrokerClient {
+    /// TLS, for an SSL or SASL_SSL inter-broker listener.
+    pub tls: Option<krabka_client::TlsConfig>,
+    /// SASL, for a SASL_PLAINTEXT or SASL_SSL one.
+    pub sasl: Option<krabka_client::SaslConfig>,
+}
+
 /// The SASL side of one listener.
 #[derive(Debug)]
 pub struct SaslEndpoint {
@@ -116,6 +125,9 @@ pub struct Security {
     pub scram: credentials::ScramUsers,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_auth_delay: Duration,
+    /// How this broker connects to other brokers (its inter-broker
+    /// listener's TLS and SASL), or why it cannot.
+    inter_broker_client: Result<InterBrokerClient, String>,
 }
 
 /// A setting's value for one listener: the listener-prefixed name first,
@@ -236,13 +248,91 @@ impl Security {
             .raw("connection.failed.authentication.delay.ms")
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(100);
+        let inter_broker_client = config
+            .listeners
+            .get(inter_broker)
+            .ok_or_else(|| "no inter-broker listener".to_owned())
+            .and_then(|spec| Self::own_client(&lookup, spec));
         Ok(Self {
             endpoints,
             inter_broker,
             authorizer,
             scram,
             failed_auth_delay: Duration::from_millis(delay_ms),
+            inter_broker_client,
         })
+    }
+
+    /// Kafka's client side of the inter-broker listener: TLS from the
+    /// listener's keystore and truststore, SASL with
+    /// `sasl.mechanism.inter.broker.protocol` (the listener's one mechanism
+    /// when unset) and the `username` / `password` of that mechanism's JAAS
+    /// config, as Kafka's broker logs in to its peers.
+    fn own_client(lookup: &Lookup<'_>, spec: &ListenerSpec) -> Result<InterBrokerClient, String> {
+        let tls = if spec.protocol.tls() {
+            let verify = lookup
+                .listener(spec, "ssl.endpoint.identification.algorithm")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"));
+            Some(tls::client_config(&lookup.tls(spec), verify)?)
+        } else {
+            None
+        };
+        let sasl = if spec.protocol.sasl() {
+            let enabled = lookup
+                .listener(spec, "sasl.enabled.mechanisms")
+                .unwrap_or_default();
+            let enabled: Vec<&str> = enabled
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .collect();
+            let name = match lookup.raw("sasl.mechanism.inter.broker.protocol") {
+                Some(name) => name.trim().to_owned(),
+                None if enabled.len() == 1 => enabled[0].to_owned(),
+                None => {
+                    return Err(
+                        "set sasl.mechanism.inter.broker.protocol (the listener enables several mechanisms)"
+                            .to_owned(),
+                    );
+                }
+            };
+            let client = krabka_client::SaslMechanism::parse(&name).ok_or_else(|| {
+                format!("sasl.mechanism.inter.broker.protocol {name}: only PLAIN and SCRAM are supported")
+            })?;
+            let server = Mechanism::parse(&name)
+                .ok_or_else(|| format!("SASL mechanism {name} is not supported"))?;
+            let text = lookup
+                .mechanism(spec, server, "sasl.jaas.config")
+                .ok_or_else(|| {
+                    format!("{name} has no sasl.jaas.config on the inter-broker listener")
+                })?;
+            let modules = jaas::parse(&text).map_err(|e| format!("sasl.jaas.config: {e}"))?;
+            let option = |key: &str| modules.iter().find_map(|m| m.options.get(key).cloned());
+            match (option("username"), option("password")) {
+                (Some(username), Some(password)) => Some(krabka_client::SaslConfig {
+                    mechanism: client,
+                    username,
+                    password,
+                }),
+                _ => {
+                    return Err(format!(
+                        "the {name} JAAS config of the inter-broker listener needs username and password for the broker's own connections"
+                    ));
+                }
+            }
+        } else {
+            None
+        };
+        Ok(InterBrokerClient { tls, sasl })
+    }
+
+    /// How to connect to another broker's inter-broker listener.
+    ///
+    /// # Errors
+    ///
+    /// Why this broker cannot (a setting missing or unusable).
+    pub fn inter_broker_client(&self) -> Result<InterBrokerClient, String> {
+        self.inter_broker_client.clone()
     }
 
     fn endpoint(lookup: &Lookup<'_>, spec: &ListenerSpec) -> Result<Endpoint, BrokerError> {

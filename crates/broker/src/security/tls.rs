@@ -267,7 +267,8 @@ fn keystore(s: &TlsSettings) -> Result<Keystore, String> {
     })
 }
 
-fn truststore(s: &TlsSettings) -> Result<Option<rustls::RootCertStore>, String> {
+/// The certificates `ssl.truststore.*` names, `None` when none is set.
+fn trusted_certificates(s: &TlsSettings) -> Result<Option<Vec<CertificateDer<'static>>>, String> {
     let certs = if let Some(pem) = &s.truststore_certificates {
         pem_certificates(pem.as_bytes(), "ssl.truststore.certificates")?
     } else if let Some(location) = &s.truststore_location {
@@ -298,6 +299,13 @@ fn truststore(s: &TlsSettings) -> Result<Option<rustls::RootCertStore>, String> 
     } else {
         return Ok(None);
     };
+    Ok(Some(certs))
+}
+
+fn truststore(s: &TlsSettings) -> Result<Option<rustls::RootCertStore>, String> {
+    let Some(certs) = trusted_certificates(s)? else {
+        return Ok(None);
+    };
     let mut roots = rustls::RootCertStore::empty();
     for cert in certs {
         roots
@@ -305,6 +313,61 @@ fn truststore(s: &TlsSettings) -> Result<Option<rustls::RootCertStore>, String> 
             .map_err(|e| format!("ssl.truststore: unusable certificate: {e}"))?;
     }
     Ok(Some(roots))
+}
+
+/// `der` as a PEM block labelled `label`.
+fn pem(label: &str, der: &[u8]) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in encoded.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
+/// The TLS this broker connects to other brokers with, as Kafka's broker
+/// does on its inter-broker listener: it trusts `ssl.truststore.*` (the
+/// system's roots when none is set) and presents its keystore, for peers
+/// that ask for a client certificate; `verify_hostname` is
+/// `ssl.endpoint.identification.algorithm=https`.
+///
+/// # Errors
+///
+/// A reason naming the setting at fault (never a password).
+pub fn client_config(
+    s: &TlsSettings,
+    verify_hostname: bool,
+) -> Result<krabka_client::TlsConfig, String> {
+    let ca_pem = trusted_certificates(s)?.map(|certs| {
+        certs
+            .iter()
+            .map(|c| pem("CERTIFICATE", c))
+            .collect::<String>()
+            .into_bytes()
+    });
+    let own = keystore(s)?;
+    let certificate_pem = own
+        .chain
+        .iter()
+        .map(|c| pem("CERTIFICATE", c))
+        .collect::<String>()
+        .into_bytes();
+    let key_label = match &own.key {
+        PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
+        PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
+        _ => "PRIVATE KEY",
+    };
+    let key_pem = pem(key_label, own.key.secret_der()).into_bytes();
+    krabka_client::TlsConfig::new(&krabka_client::TlsOptions {
+        ca_pem,
+        certificate_pem: Some(certificate_pem),
+        key_pem: Some(key_pem),
+        verify_hostname,
+    })
+    .map_err(|e| format!("the broker's own TLS client: {e}"))
 }
 
 /// Builds a listener's rustls configuration.
