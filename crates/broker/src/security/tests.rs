@@ -394,3 +394,47 @@ fn tiered_storage_runs_beside_an_authorizer() {
     );
     check!(Broker::open(BrokerConfig::from_raw(&raw).unwrap()).is_ok());
 }
+
+#[test]
+fn the_brokers_own_sasl_login_comes_from_the_inter_broker_listeners_jaas_config() {
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                username=\"broker\" password=\"secret\" user_broker=\"secret\";";
+    let sasl_listener = [
+        ("listeners", "SASL_PLAINTEXT://127.0.0.1:0"),
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), &sasl_listener);
+    let own = b.security.inter_broker_client().unwrap();
+    check!(own.tls.is_none());
+    let sasl = own.sasl.unwrap();
+    check!((sasl.username.as_str(), sasl.password.as_str()) == ("broker", "secret"));
+
+    // A JAAS config with users only cannot log the broker in: it says so
+    // when used, the broker itself still starts.
+    let dir = tempfile::tempdir().unwrap();
+    let users_only = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                      user_alice=\"pw\";";
+    let b = broker(
+        dir.path(),
+        &[
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:0"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                users_only,
+            ),
+        ],
+    );
+    let refused = b.security.inter_broker_client().unwrap_err();
+    check!(refused.contains("username and password"), "{refused}");
+
+    // A plain inter-broker listener needs nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let own = broker(dir.path(), &[])
+        .security
+        .inter_broker_client()
+        .unwrap();
+    check!(own.tls.is_none() && own.sasl.is_none());
+}
