@@ -1,0 +1,347 @@
+//! [`DbMetadataEventLog`]: the remote log metadata manager's
+//! [`MetadataEventLog`] in cluster mode, over the cluster database's event
+//! logs (`krabka_cluster::events`).
+//!
+//! A single broker serves `__remote_log_metadata` on its own partitions
+//! (`crate::remote::metadata_log`), but in a cluster an internal topic is
+//! no broker's: the segments of a user partition must stay findable when
+//! another broker reads them, and each broker tiers the partitions it
+//! leads into the same metadata partitions. So each metadata partition is
+//! an event log in the database, with dense offsets handed out in the
+//! appending transaction, and every broker reads the same records.
+//!
+//! * **Writes** are fenced by this broker's registration: a broker whose
+//!   lease lapsed appends nothing (the manager sees a transport error and
+//!   retries later, as with an unreachable topic). A group of records is
+//!   one transaction.
+//! * **Subscriptions** are one task each that reads its assigned partitions
+//!   from their positions, a bounded page per partition per round trip,
+//!   hands the records to the stream through a bounded channel (a slow
+//!   consumer holds back the reading) and, when it has caught up, waits for
+//!   an append: this broker's own at once, other brokers' through the
+//!   database's `NOTIFY`, with a short poll as the fallback for a
+//!   notification lost while reconnecting. The stream drops the records of
+//!   a partition whose assignment was removed.
+//! * **Range reads** page through one partition and stop with an error
+//!   when it ends short of the range.
+//!
+//! The partition count is `remote.log.metadata.topic.num.partitions`, which
+//! every broker of a cluster must set alike (a user partition hashes to a
+//! metadata partition by it).
+
+use {
+    super::ClusterNode,
+    crate::remote::metadata_log::{Subscription, subscription},
+    async_trait::async_trait,
+    bytes::Bytes,
+    krabka_cluster::{
+        ClusterError, Fence,
+        events::{Event, NewEvent},
+    },
+    krabka_remote_storage_topic::{
+        AssignmentHandle, KeyedEvent, MetadataEventLog, MetadataEventRecord, MetadataEventStream,
+        MetadataLogError, PartitionStart, RangeVisitor,
+    },
+    std::{collections::HashMap, sync::Arc, time::Duration},
+    tokio::{
+        runtime::Handle,
+        sync::{mpsc, watch},
+        task::JoinHandle,
+    },
+};
+
+/// Records one read takes from each partition.
+const PAGE: i64 = 500;
+/// How long a caught-up subscription waits before it reads again without a
+/// wake-up (a notification lost while the listener reconnected), and
+/// before it retries after a failed read.
+const POLL: Duration = Duration::from_millis(500);
+
+/// `__remote_log_metadata` in the cluster database.
+#[derive(Clone)]
+pub struct DbMetadataEventLog {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    node: Arc<ClusterNode>,
+    partition_count: i32,
+    runtime: Handle,
+    /// Bumped by every append this broker makes or hears of.
+    appended: Arc<watch::Sender<u64>>,
+    /// Listens for other brokers' appends.
+    watcher: JoinHandle<()>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+impl std::fmt::Debug for DbMetadataEventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbMetadataEventLog")
+            .field("partition_count", &self.shared.partition_count)
+            .finish_non_exhaustive()
+    }
+}
+
+fn transport(e: &ClusterError) -> MetadataLogError {
+    MetadataLogError::Transport(e.to_string())
+}
+
+fn record(partition: i32, event: Event) -> MetadataEventRecord {
+    MetadataEventRecord {
+        partition,
+        offset: event.offset,
+        key: event.key.map(Bytes::from),
+        tombstone: event.value.is_none(),
+        payload: event.value.map(Bytes::from).unwrap_or_default(),
+    }
+}
+
+impl DbMetadataEventLog {
+    /// The metadata log of the cluster `node` belongs to, with `partitions`
+    /// partitions; starts listening for other brokers' appends.
+    /// Subscriptions run on the current runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataLogError::Other`] outside a tokio runtime or for a
+    /// partition count below 1.
+    pub fn open(node: Arc<ClusterNode>, partitions: i32) -> Result<Self, MetadataLogError> {
+        let runtime = Handle::try_current().map_err(|_| {
+            MetadataLogError::Other("the metadata log needs a tokio runtime".into())
+        })?;
+        if partitions < 1 {
+            return Err(MetadataLogError::Other(format!(
+                "the metadata log needs at least one partition, not {partitions}"
+            )));
+        }
+        let appended = Arc::new(watch::Sender::new(0_u64));
+        let waking = Arc::clone(&appended);
+        let watcher = {
+            let _entered = runtime.enter();
+            node.cluster().watch_event_appends(Arc::new(move |_shards| {
+                waking.send_modify(|n| *n = n.wrapping_add(1));
+            }))
+        };
+        Ok(Self {
+            shared: Arc::new(Shared {
+                node,
+                partition_count: partitions,
+                runtime,
+                appended,
+                watcher,
+            }),
+        })
+    }
+}
+
+impl Shared {
+    fn check(&self, partition: i32) -> Result<(), MetadataLogError> {
+        if (0..self.partition_count).contains(&partition) {
+            Ok(())
+        } else {
+            Err(MetadataLogError::PartitionOutOfRange {
+                partition,
+                partition_count: self.partition_count,
+            })
+        }
+    }
+
+    async fn append(&self, events: Vec<(i32, NewEvent)>) -> Result<Vec<i64>, MetadataLogError> {
+        for (partition, _) in &events {
+            self.check(*partition)?;
+        }
+        let lease = self.node.broker_lease().ok_or_else(|| {
+            MetadataLogError::Transport(
+                "this broker's cluster registration has lapsed; not writing remote log metadata"
+                    .into(),
+            )
+        })?;
+        let offsets = self
+            .node
+            .cluster()
+            .append_event_group(&Fence::Broker(lease), &events)
+            .await
+            .map_err(|e| transport(&e))?;
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(offsets)
+    }
+
+    async fn append_one(
+        &self,
+        partition: i32,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+    ) -> Result<i64, MetadataLogError> {
+        let event = NewEvent {
+            key: key.map(Vec::from),
+            value: value.map(Vec::from),
+        };
+        self.append(vec![(partition, event)])
+            .await?
+            .first()
+            .copied()
+            .ok_or_else(|| MetadataLogError::Other("an append returned no offset".into()))
+    }
+}
+
+#[async_trait]
+impl MetadataEventLog for DbMetadataEventLog {
+    fn partition_count(&self) -> i32 {
+        self.shared.partition_count
+    }
+
+    async fn publish(&self, partition: i32, event: Bytes) -> Result<i64, MetadataLogError> {
+        self.shared.append_one(partition, None, Some(event)).await
+    }
+
+    async fn publish_keyed(
+        &self,
+        partition: i32,
+        key: Bytes,
+        event: Option<Bytes>,
+    ) -> Result<i64, MetadataLogError> {
+        self.shared.append_one(partition, Some(key), event).await
+    }
+
+    /// One transaction for the whole group: all of it is appended or none.
+    async fn publish_keyed_group(
+        &self,
+        events: Vec<KeyedEvent>,
+    ) -> Result<Vec<i64>, MetadataLogError> {
+        let events = events
+            .into_iter()
+            .map(|e| {
+                let event = NewEvent {
+                    key: Some(Vec::from(e.key)),
+                    value: e.event.map(Vec::from),
+                };
+                (e.partition, event)
+            })
+            .collect();
+        self.shared.append(events).await
+    }
+
+    fn subscribe(
+        &self,
+        assignment: Vec<PartitionStart>,
+    ) -> (MetadataEventStream, Arc<dyn AssignmentHandle>) {
+        let shared = Arc::clone(&self.shared);
+        subscription(
+            &self.shared.runtime,
+            self.shared.partition_count,
+            assignment,
+            |subscription, sender| follow(shared, subscription, sender),
+        )
+    }
+
+    async fn high_water_marks(&self) -> Result<Vec<i64>, MetadataLogError> {
+        self.shared
+            .node
+            .cluster()
+            .event_log_heads(self.shared.partition_count)
+            .await
+            .map_err(|e| transport(&e))
+    }
+
+    async fn visit_range(
+        &self,
+        partition: i32,
+        start: i64,
+        end: i64,
+        visit: &mut RangeVisitor<'_>,
+    ) -> Result<(), MetadataLogError> {
+        self.shared.check(partition)?;
+        let mut offset = start.max(0);
+        while offset < end {
+            let page = self
+                .shared
+                .node
+                .cluster()
+                .read_event_pages(&[(partition, offset)], PAGE)
+                .await
+                .map_err(|e| transport(&e))?;
+            if page.is_empty() {
+                return Err(MetadataLogError::RangeShort {
+                    partition,
+                    reached: offset,
+                    end,
+                });
+            }
+            for (_, event) in page {
+                if event.offset >= end {
+                    return Ok(());
+                }
+                offset = event.offset + 1;
+                visit(record(partition, event))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the assigned partitions and forwards their records until the
+/// stream is dropped; waits for an append (or the poll interval) when it
+/// has caught up.
+async fn follow(
+    shared: Arc<Shared>,
+    subscription: Arc<Subscription>,
+    sender: mpsc::Sender<(u64, MetadataEventRecord)>,
+) {
+    let mut appended = shared.appended.subscribe();
+    loop {
+        // Listen before reading: a change during the read wakes the wait.
+        let assignment_changed = subscription.changed().notified();
+        tokio::pin!(assignment_changed);
+        assignment_changed.as_mut().enable();
+        appended.borrow_and_update();
+        let positions = subscription.positions();
+        if !positions.is_empty() {
+            let from: Vec<(i32, i64)> = positions.iter().map(|&(p, _, o)| (p, o)).collect();
+            let generations: HashMap<i32, u64> =
+                positions.iter().map(|&(p, g, _)| (p, g)).collect();
+            match shared.node.cluster().read_event_pages(&from, PAGE).await {
+                Ok(page) if !page.is_empty() => {
+                    let mut next: HashMap<i32, i64> = HashMap::new();
+                    for (partition, event) in page {
+                        let Some(&generation) = generations.get(&partition) else {
+                            continue;
+                        };
+                        next.insert(partition, event.offset + 1);
+                        if sender
+                            .send((generation, record(partition, event)))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    for (partition, next) in next {
+                        if let Some(&generation) = generations.get(&partition) {
+                            subscription.advance(partition, generation, next);
+                        }
+                    }
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading remote log metadata from the cluster database failed");
+                }
+            }
+        }
+        tokio::select! {
+            changed = appended.changed() => {
+                if changed.is_err() {
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+            () = assignment_changed => {}
+            () = tokio::time::sleep(POLL) => {}
+            () = sender.closed() => return,
+        }
+    }
+}
