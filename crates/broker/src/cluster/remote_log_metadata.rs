@@ -345,3 +345,154 @@ async fn follow(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use {
+        super::*,
+        crate::cluster::ClusterSettings,
+        assert2::check,
+        futures_util::StreamExt,
+        krabka_cluster::{DatabaseConfig, LeaseTiming},
+        krabka_test_support::TestDatabase,
+    };
+
+    async fn join(db: &TestDatabase, node: i32) -> Arc<ClusterNode> {
+        let settings = ClusterSettings {
+            database: DatabaseConfig::new(db.url()),
+            timing: LeaseTiming {
+                duration: Duration::from_secs(600),
+                renew_interval: Duration::from_secs(100),
+                safety_margin: Duration::from_secs(10),
+            },
+            rack: None,
+        };
+        ClusterNode::join(
+            settings,
+            node,
+            format!("PLAINTEXT://127.0.0.1:{}", 9000 + node),
+        )
+        .await
+        .expect("join the cluster")
+    }
+
+    async fn next(stream: &mut MetadataEventStream) -> MetadataEventRecord {
+        tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("a record within 30 s")
+            .expect("the stream goes on")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn brokers_share_metadata_partitions_through_the_database() {
+        let Some(db) = TestDatabase::create().await else {
+            return;
+        };
+        let (one, two) = (join(&db, 1).await, join(&db, 2).await);
+        let writer = DbMetadataEventLog::open(Arc::clone(&one), 3).unwrap();
+        let reader = DbMetadataEventLog::open(Arc::clone(&two), 3).unwrap();
+        check!(reader.partition_count() == 3);
+        check!(
+            writer
+                .publish(1, Bytes::from_static(b"first"))
+                .await
+                .unwrap()
+                == 0
+        );
+        check!(
+            reader
+                .publish(1, Bytes::from_static(b"second"))
+                .await
+                .unwrap()
+                == 1
+        );
+        check!(
+            writer
+                .publish_keyed(2, Bytes::from_static(b"k"), None)
+                .await
+                .unwrap()
+                == 0
+        );
+        let group = vec![
+            KeyedEvent {
+                partition: 0,
+                key: Bytes::from_static(b"a"),
+                event: Some(Bytes::from_static(b"x")),
+            },
+            KeyedEvent {
+                partition: 2,
+                key: Bytes::from_static(b"b"),
+                event: Some(Bytes::from_static(b"y")),
+            },
+        ];
+        check!(writer.publish_keyed_group(group).await.unwrap() == vec![0, 1]);
+        check!(reader.high_water_marks().await.unwrap() == vec![1, 2, 2]);
+        check!(reader.low_water_marks().await.unwrap() == vec![0, 0, 0]);
+        check!(matches!(
+            writer.publish(3, Bytes::new()).await,
+            Err(MetadataLogError::PartitionOutOfRange { .. })
+        ));
+
+        // Another broker's subscription replays from its start, then
+        // follows the writer's appends.
+        let (mut stream, assignment) = reader.subscribe(vec![PartitionStart::new(1, 1)]);
+        let r = next(&mut stream).await;
+        check!((r.partition, r.offset, r.payload.as_ref()) == (1, 1, &b"second"[..]));
+        assignment.add(PartitionStart::new(2, 0));
+        let r = next(&mut stream).await;
+        check!((r.partition, r.offset, r.tombstone) == (2, 0, true));
+        check!(r.key.as_deref() == Some(&b"k"[..]));
+        let r = next(&mut stream).await;
+        check!((r.partition, r.offset, r.payload.as_ref()) == (2, 1, &b"y"[..]));
+        writer
+            .publish(1, Bytes::from_static(b"live"))
+            .await
+            .unwrap();
+        let r = next(&mut stream).await;
+        check!((r.partition, r.offset, r.payload.as_ref()) == (1, 2, &b"live"[..]));
+        let mut assigned = assignment.assigned();
+        assigned.sort_unstable();
+        check!(assigned == vec![1, 2]);
+        // A removed partition's records stop.
+        assignment.remove(1);
+        writer
+            .publish(1, Bytes::from_static(b"gone"))
+            .await
+            .unwrap();
+        writer
+            .publish(2, Bytes::from_static(b"kept"))
+            .await
+            .unwrap();
+        let r = next(&mut stream).await;
+        check!((r.partition, r.payload.as_ref()) == (2, &b"kept"[..]));
+
+        // Range reads, and a range past the end is short.
+        let mut seen = Vec::new();
+        reader
+            .visit_range(1, 1, 3, &mut |r| {
+                seen.push(r.offset);
+                Ok(())
+            })
+            .await
+            .unwrap();
+        check!(seen == vec![1, 2]);
+        let short = reader.visit_range(1, 0, 10, &mut |_| Ok(())).await;
+        check!(matches!(
+            short,
+            Err(MetadataLogError::RangeShort { reached: 4, .. })
+        ));
+
+        // A broker whose registration lapsed in the database writes nothing.
+        let conn = one.cluster().database().connection().await.unwrap();
+        conn.execute(
+            "UPDATE brokers SET lease_expires_at = clock_timestamp() - interval '1 millisecond'
+             WHERE node_id = 1",
+            &[],
+        )
+        .await
+        .unwrap();
+        let fenced = writer.publish(0, Bytes::from_static(b"late")).await;
+        check!(matches!(fenced, Err(MetadataLogError::Transport(ref m)) if m.contains("fenced")));
+        check!(reader.high_water_marks().await.unwrap()[0] == 1);
+    }
+}
