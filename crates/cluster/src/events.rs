@@ -11,7 +11,10 @@
 //! several shards in one transaction (heads locked in shard order, so two
 //! groups cannot deadlock), [`Cluster::read_event_pages`] reads a bounded
 //! page of several shards in one round trip, and
-//! [`Cluster::event_log_heads`] gives each shard's high water mark. Every
+//! [`Cluster::event_log_heads`] gives each shard's high water mark; the
+//! number of shards is fixed by the first broker that opens the log
+//! ([`Cluster::event_log_partitions`]), as a topic keeps the count it was
+//! created with. Every
 //! append announces itself on [`EVENT_APPENDS`] inside its transaction, so
 //! readers on other brokers wake when it commits
 //! ([`Cluster::watch_event_appends`]); a notification is only a hint, and a
@@ -132,6 +135,42 @@ impl Cluster {
                         })
                         .collect(),
                 )
+            })
+            .await
+    }
+
+    /// The partition count of event log `log`: `proposed` if this is the
+    /// first call for it, else the count the first caller fixed.
+    ///
+    /// # Errors
+    ///
+    /// [`ClusterError::Invalid`] for a count below 1,
+    /// [`ClusterError::Database`] / [`ClusterError::Unavailable`].
+    pub async fn event_log_partitions(
+        &self,
+        log: &str,
+        proposed: i32,
+    ) -> Result<i32, ClusterError> {
+        if proposed < 1 {
+            return Err(ClusterError::Invalid(format!(
+                "event log {log} needs at least one partition, not {proposed}"
+            )));
+        }
+        self.db
+            .run("event_log_partitions", async |conn| {
+                conn.execute(
+                    "INSERT INTO event_log_partitions (log, partitions) VALUES ($1, $2)
+                     ON CONFLICT DO NOTHING",
+                    &[&log, &proposed],
+                )
+                .await?;
+                let row = conn
+                    .query_one(
+                        "SELECT partitions FROM event_log_partitions WHERE log = $1",
+                        &[&log],
+                    )
+                    .await?;
+                Ok::<i32, OpError>(row.get(0))
             })
             .await
     }

@@ -809,6 +809,12 @@ async fn event_groups_span_shards_in_one_transaction_and_announce_themselves() {
     })
     .await;
 
+    // The first opener fixes the shard count.
+    check!(cluster.event_log_partitions("log", 3).await.unwrap() == 3);
+    check!(cluster.event_log_partitions("log", 50).await.unwrap() == 3);
+    check!(cluster.event_log_partitions("other", 50).await.unwrap() == 50);
+    assert2::assert!(let Err(ClusterError::Invalid(_)) = cluster.event_log_partitions("none", 0).await);
+
     // A page per shard, each bounded, in offset order.
     let page = cluster
         .read_event_pages(&[(3, 0), (1, 1), (0, 0)], 1)

@@ -25,9 +25,10 @@
 //! * **Range reads** page through one partition and stop with an error
 //!   when it ends short of the range.
 //!
-//! The partition count is `remote.log.metadata.topic.num.partitions`, which
-//! every broker of a cluster must set alike (a user partition hashes to a
-//! metadata partition by it).
+//! The partition count is fixed in the database by the first broker that
+//! opens the log (its `remote.log.metadata.topic.num.partitions`), as a
+//! Kafka topic keeps the count it was created with: a user partition hashes
+//! to a metadata partition by it, so every broker must use the same.
 
 use {
     super::ClusterNode,
@@ -40,7 +41,7 @@ use {
     },
     krabka_remote_storage_topic::{
         AssignmentHandle, KeyedEvent, MetadataEventLog, MetadataEventRecord, MetadataEventStream,
-        MetadataLogError, PartitionStart, RangeVisitor,
+        MetadataLogError, PartitionStart, REMOTE_LOG_METADATA_TOPIC, RangeVisitor,
     },
     std::{collections::HashMap, sync::Arc, time::Duration},
     tokio::{
@@ -103,22 +104,33 @@ fn record(partition: i32, event: Event) -> MetadataEventRecord {
 
 impl DbMetadataEventLog {
     /// The metadata log of the cluster `node` belongs to, with `partitions`
-    /// partitions; starts listening for other brokers' appends.
-    /// Subscriptions run on the current runtime.
+    /// partitions unless the cluster fixed another count before; starts
+    /// listening for other brokers' appends. Subscriptions run on the
+    /// current runtime.
     ///
     /// # Errors
     ///
-    /// [`MetadataLogError::Other`] outside a tokio runtime or for a
-    /// partition count below 1.
-    pub fn open(node: Arc<ClusterNode>, partitions: i32) -> Result<Self, MetadataLogError> {
+    /// [`MetadataLogError::Other`] outside a tokio runtime,
+    /// [`MetadataLogError::Transport`] when the database refuses the count
+    /// (below 1) or cannot be reached.
+    pub async fn open(node: Arc<ClusterNode>, partitions: i32) -> Result<Self, MetadataLogError> {
         let runtime = Handle::try_current().map_err(|_| {
             MetadataLogError::Other("the metadata log needs a tokio runtime".into())
         })?;
-        if partitions < 1 {
-            return Err(MetadataLogError::Other(format!(
-                "the metadata log needs at least one partition, not {partitions}"
-            )));
+        let fixed = node
+            .cluster()
+            .event_log_partitions(REMOTE_LOG_METADATA_TOPIC, partitions)
+            .await
+            .map_err(|e| transport(&e))?;
+        if fixed != partitions {
+            tracing::warn!(
+                configured = partitions,
+                cluster = fixed,
+                "remote.log.metadata.topic.num.partitions differs from the count the cluster \
+                 fixed; using the cluster's"
+            );
         }
+        let partitions = fixed;
         let appended = Arc::new(watch::Sender::new(0_u64));
         let waking = Arc::clone(&appended);
         let watcher = {
@@ -389,8 +401,10 @@ mod tests {
             return;
         };
         let (one, two) = (join(&db, 1).await, join(&db, 2).await);
-        let writer = DbMetadataEventLog::open(Arc::clone(&one), 3).unwrap();
-        let reader = DbMetadataEventLog::open(Arc::clone(&two), 3).unwrap();
+        let writer = DbMetadataEventLog::open(Arc::clone(&one), 3).await.unwrap();
+        // The first broker fixed the count; a second configured otherwise
+        // uses it too.
+        let reader = DbMetadataEventLog::open(Arc::clone(&two), 7).await.unwrap();
         check!(reader.partition_count() == 3);
         check!(
             writer

@@ -267,6 +267,7 @@ impl RemoteLogManager {
                 Arc::clone(node),
                 settings.metadata_partitions,
             )
+            .await
             .map_err(|e| BrokerError::Task(format!("remote log metadata log: {e}")))?;
             return Ok(Arc::new(log));
         }
