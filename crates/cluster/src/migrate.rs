@@ -45,6 +45,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "ACLs and SCRAM credentials",
         sql: include_str!("migrations/0004_security.sql"),
     },
+    Migration {
+        version: 5,
+        name: "event log partition counts",
+        sql: include_str!("migrations/0005_event_log_partitions.sql"),
+    },
 ];
 
 /// The schema version this binary brings a database to.

@@ -755,6 +755,114 @@ async fn event_logs_hand_out_dense_offsets_under_a_fence() {
 }
 
 #[tokio::test]
+async fn event_groups_span_shards_in_one_transaction_and_announce_themselves() {
+    let Some((_db, cluster)) = cluster().await else {
+        return;
+    };
+    let one = register(&cluster, 1).await;
+    let fence = Fence::Broker(one);
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Option<Vec<i32>>>::new()));
+    let hearing = std::sync::Arc::clone(&heard);
+    let watcher = cluster.watch_event_appends(std::sync::Arc::new(move |shards| {
+        hearing.lock().unwrap().push(shards);
+    }));
+    eventually("the watcher listens", async || {
+        heard.lock().unwrap().contains(&None)
+    })
+    .await;
+
+    let event = |value: &[u8]| NewEvent {
+        key: Some(b"k".to_vec()),
+        value: Some(value.to_vec()),
+    };
+    let group = [
+        (3, event(b"a")),
+        (1, event(b"b")),
+        (
+            3,
+            NewEvent {
+                key: Some(b"k".to_vec()),
+                value: None,
+            },
+        ),
+    ];
+    check!(cluster.append_event_group(&fence, &group).await.unwrap() == vec![0, 0, 1]);
+    check!(
+        cluster
+            .append_event_group(&fence, &[(1, event(b"c"))])
+            .await
+            .unwrap()
+            == vec![1]
+    );
+    check!(
+        cluster
+            .append_event_group(&fence, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    check!(cluster.event_log_heads(4).await.unwrap() == vec![0, 2, 0, 2]);
+    check!(cluster.event_log_heads(2).await.unwrap() == vec![0, 2]);
+    eventually("both appends announced", async || {
+        let heard = heard.lock().unwrap();
+        heard.contains(&Some(vec![1, 3])) && heard.contains(&Some(vec![1]))
+    })
+    .await;
+
+    // The first opener fixes the shard count.
+    check!(cluster.event_log_partitions("log", 3).await.unwrap() == 3);
+    check!(cluster.event_log_partitions("log", 50).await.unwrap() == 3);
+    check!(cluster.event_log_partitions("other", 50).await.unwrap() == 50);
+    assert2::assert!(let Err(ClusterError::Invalid(_)) = cluster.event_log_partitions("none", 0).await);
+
+    // A page per shard, each bounded, in offset order.
+    let page = cluster
+        .read_event_pages(&[(3, 0), (1, 1), (0, 0)], 1)
+        .await
+        .unwrap();
+    let seen: Vec<(i32, i64, Option<Vec<u8>>)> = page
+        .into_iter()
+        .map(|(s, e)| (s, e.offset, e.value))
+        .collect();
+    check!(seen == vec![(1, 1, Some(b"c".to_vec())), (3, 0, Some(b"a".to_vec()))]);
+    let page = cluster.read_event_pages(&[(3, 1)], 100).await.unwrap();
+    check!(page.len() == 1);
+    check!(page[0].1.value.is_none() && page[0].1.key.as_deref() == Some(&b"k"[..]));
+    assert2::assert!(let Err(ClusterError::Invalid(_)) = cluster.read_event_pages(&[(3, 0)], 0).await);
+
+    // Concurrent groups over the same shards in opposite orders neither
+    // deadlock nor share an offset.
+    let mut tasks = Vec::new();
+    for i in 0..8u8 {
+        let cluster = cluster.clone();
+        let order = if i % 2 == 0 { [5, 6] } else { [6, 5] };
+        tasks.push(tokio::spawn(async move {
+            let group: Vec<_> = order.iter().map(|&s| (s, event(&[i]))).collect();
+            cluster
+                .append_event_group(&fence, &group)
+                .await
+                .expect("append")
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for shard in [5, 6] {
+        let events = cluster.read_event_pages(&[(shard, 0)], 100).await.unwrap();
+        check!(
+            events.iter().map(|(_, e)| e.offset).collect::<Vec<_>>()
+                == (0..8).collect::<Vec<i64>>()
+        );
+    }
+
+    // A lapsed registration appends nothing, in any shard.
+    expire_broker(&cluster, &one).await;
+    assert2::assert!(let Err(ClusterError::Fenced(_)) = cluster.append_event_group(&fence, &[(0, event(b"x")), (1, event(b"y"))]).await);
+    check!(cluster.event_log_heads(4).await.unwrap() == vec![0, 2, 0, 2]);
+    watcher.abort();
+}
+
+#[tokio::test]
 async fn acls_and_scram_credentials_are_shared_and_bump_the_metadata_version() {
     use krabka_cluster::security::ScramRow;
     let Some((_db, cluster)) = cluster().await else {

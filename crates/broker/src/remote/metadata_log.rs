@@ -301,26 +301,13 @@ impl MetadataEventLog for BrokerMetadataEventLog {
         &self,
         assignment: Vec<PartitionStart>,
     ) -> (MetadataEventStream, Arc<dyn AssignmentHandle>) {
-        let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
-        let subscription = Arc::new(Subscription {
-            partition_count: self.shared.partition_count,
-            assigned: Mutex::new(Assigned::default()),
-            changed: Notify::new(),
-        });
-        for start in assignment {
-            subscription.add(start);
-        }
-        let task = self.shared.runtime.spawn(follow(
-            Arc::clone(&self.shared),
-            Arc::clone(&subscription),
-            sender,
-        ));
-        let stream = SubscriptionStream {
-            receiver,
-            subscription: Arc::clone(&subscription),
-            task,
-        };
-        (Box::pin(stream), subscription)
+        let shared = Arc::clone(&self.shared);
+        subscription(
+            &self.shared.runtime,
+            self.shared.partition_count,
+            assignment,
+            |subscription, sender| follow(shared, subscription, sender),
+        )
     }
 
     async fn low_water_marks(&self) -> Result<Vec<i64>, MetadataLogError> {
@@ -379,8 +366,41 @@ impl MetadataEventLog for BrokerMetadataEventLog {
     }
 }
 
+/// A subscription's stream and assignment handle whose records come from
+/// `follow` (spawned on `runtime` with the assignment and the sending half
+/// of the stream's channel). The stream drops the records of a partition
+/// whose assignment was removed, and aborts the task when dropped; the
+/// cluster's metadata log uses it with a follower of its own.
+pub(crate) fn subscription<F, Fut>(
+    runtime: &Handle,
+    partition_count: i32,
+    assignment: Vec<PartitionStart>,
+    follow: F,
+) -> (MetadataEventStream, Arc<dyn AssignmentHandle>)
+where
+    F: FnOnce(Arc<Subscription>, mpsc::Sender<(u64, MetadataEventRecord)>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
+    let subscription = Arc::new(Subscription {
+        partition_count,
+        assigned: Mutex::new(Assigned::default()),
+        changed: Notify::new(),
+    });
+    for start in assignment {
+        subscription.add(start);
+    }
+    let task = runtime.spawn(follow(Arc::clone(&subscription), sender));
+    let stream = SubscriptionStream {
+        receiver,
+        subscription: Arc::clone(&subscription),
+        task,
+    };
+    (Box::pin(stream), subscription)
+}
+
 /// The assignment of one subscription.
-struct Subscription {
+pub(crate) struct Subscription {
     partition_count: i32,
     assigned: Mutex<Assigned>,
     changed: Notify,
@@ -403,6 +423,32 @@ impl Subscription {
             .partitions
             .get(&partition)
             .is_some_and(|&(current, _)| current == generation)
+    }
+
+    /// Each assigned partition with its assignment's generation and the
+    /// next offset to read.
+    pub(crate) fn positions(&self) -> Vec<(i32, u64, i64)> {
+        self.lock()
+            .partitions
+            .iter()
+            .map(|(&partition, &(generation, offset))| (partition, generation, offset))
+            .collect()
+    }
+
+    /// Moves `partition`'s next offset up to `next`, if it is still
+    /// assigned under `generation`.
+    pub(crate) fn advance(&self, partition: i32, generation: u64, next: i64) {
+        let mut assigned = self.lock();
+        if let Some(entry) = assigned.partitions.get_mut(&partition)
+            && entry.0 == generation
+        {
+            entry.1 = entry.1.max(next);
+        }
+    }
+
+    /// Notified when the assignment changes.
+    pub(crate) fn changed(&self) -> &Notify {
+        &self.changed
     }
 }
 

@@ -256,11 +256,21 @@ impl RemoteLogManager {
     }
 
     /// The broker's own `__remote_log_metadata`, in process (created on
-    /// first use).
+    /// first use); in cluster mode, the cluster database's event logs
+    /// instead (no local topic).
     async fn metadata_log(
         broker: &Arc<Broker>,
         settings: &RemoteSettings,
     ) -> Result<Arc<dyn MetadataEventLog>, BrokerError> {
+        if let Some(node) = broker.cluster.get() {
+            let log = crate::cluster::remote_log_metadata::DbMetadataEventLog::open(
+                Arc::clone(node),
+                settings.metadata_partitions,
+            )
+            .await
+            .map_err(|e| BrokerError::Task(format!("remote log metadata log: {e}")))?;
+            return Ok(Arc::new(log));
+        }
         let log = metadata_log::BrokerMetadataEventLog::open(broker, settings.metadata_partitions)
             .await
             .map_err(|e| BrokerError::Task(format!("remote log metadata topic: {e}")))?;
