@@ -29,7 +29,6 @@ import os
 import statistics
 import sys
 import time
-import urllib.request
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -38,45 +37,28 @@ from benchlib import Broker, free_port, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop"))
 from conftest import PostgresServer, create_database, sql  # noqa: E402
-from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse  # noqa: E402
+from kafka.protocol.consumer.group import OffsetCommitResponse  # noqa: E402
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse  # noqa: E402
 from raw_client import RawConnection  # noqa: E402
+from test_cluster import PERIODIC_OPS, db_ops  # noqa: E402
+from test_cluster_coordinators import shard_of  # noqa: E402
+from test_cluster_coordinators import commit_request as offset_commit_request  # noqa: E402
+from test_cluster_coordinators import shard_owner as owner_and_epoch  # noqa: E402
 
 SHORT_LEASE = {
     "krabka.cluster.lease.duration.ms": "2000",
     "krabka.cluster.lease.renew.interval.ms": "300",
     "krabka.cluster.lease.safety.margin.ms": "500",
 }
-PERIODIC_OPS = {
-    "renew", "brokers", "shard_owners", "acquire_shard", "acquire_shards", "release_shard",
-    "read_state", "metadata_version", "load_metadata",
-}
-
-
-def java_hash(text):
-    h = 0
-    for ch in text:
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def shard_of(key):
-    return abs(java_hash(key)) % 50
 
 
 def shard_owner(db, kind, shard):
-    rows = sql(db, "SELECT owner FROM shard_leases WHERE kind = '%s' AND shard = %d "
-                   "AND expires_at > now() AND owner IS NOT NULL" % (kind, shard))
-    return int(rows[0][0]) if rows else None
+    owner = owner_and_epoch(db, kind, shard)
+    return owner[0] if owner else None
 
 
 def commit_request(group, offset):
-    T = OffsetCommitRequest.OffsetCommitRequestTopic
-    return OffsetCommitRequest[8](
-        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=[T(name="bench", partitions=[T.OffsetCommitRequestPartition(
-            partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
-            committed_metadata=None)])])
+    return offset_commit_request(group, "bench", 0, offset)
 
 
 def commits_per_second(bootstrap, group, count, in_flight):
@@ -106,16 +88,6 @@ def init_producer_ids_per_second(bootstrap, ids):
                 InitProducerIdResponse)
             assert r.error_code == 0, (tid, r)
         return len(ids) / (time.perf_counter() - started)
-
-
-def db_ops(metrics_port):
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10).read().decode()
-    ops = {}
-    for line in text.splitlines():
-        if line.startswith("krabka_cluster_db_round_trip_seconds_count{"):
-            labels, value = line.rsplit(" ", 1)
-            ops[labels.split('op="', 1)[1].split('"', 1)[0]] = float(value)
-    return ops
 
 
 def rebalance_times(bootstrap, group, partitions=8):

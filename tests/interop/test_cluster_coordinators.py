@@ -13,18 +13,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Consumer, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import sql
+from test_cluster import wait_for
 
 OFFSETS_PARTITIONS = 50
-
-
-def wait_for(what, check, timeout=30):
-    deadline = time.time() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.time() < deadline, "timed out waiting for " + what
-        time.sleep(0.1)
 
 
 def java_hash(text):

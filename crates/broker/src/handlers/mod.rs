@@ -301,4 +301,6 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
 }
 
 #[cfg(test)]
+pub(crate) mod test_call;
+#[cfg(test)]
 mod tests;

@@ -3,18 +3,17 @@
 //! connection) and carry the expected values.
 
 use {
-    super::{Reply, handle},
     crate::{
         api_versions::APIS,
         broker::Broker,
         config::{BrokerConfig, RawSettings},
-        network::codec::{DecodedRequest, Request},
+        network::codec::Request,
     },
     assert2::check,
     bytes::Bytes,
     kafka_protocol::{
         messages::*,
-        protocol::{Decodable, StrBytes},
+        protocol::StrBytes,
         records::{Record, TimestampType},
     },
     std::sync::Arc,
@@ -50,33 +49,7 @@ fn batch(values: &[&str]) -> Bytes {
     crate::coordinator::state_topic::encode_v2_batch(&records).unwrap()
 }
 
-fn request(api: ApiKey, version: i16, body: Request) -> DecodedRequest {
-    let mut header = RequestHeader::default();
-    header.request_api_key = api as i16;
-    header.request_api_version = version;
-    header.correlation_id = 1;
-    DecodedRequest {
-        api_key: api,
-        version,
-        header,
-        body,
-        peer: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 40_000))),
-        session: None,
-        zero_copy: false,
-    }
-}
-
-async fn call<R: Decodable>(broker: &Arc<Broker>, api: ApiKey, version: i16, body: Request) -> R {
-    match handle(broker, request(api, version, body)).await {
-        Reply::Frame(frame) => {
-            let mut frame = frame.slice(4..);
-            let header_version = api.response_header_version(version);
-            ResponseHeader::decode(&mut frame, header_version).unwrap();
-            R::decode(&mut frame, version).unwrap()
-        }
-        other => panic!("{api:?} v{version}: {other:?}"),
-    }
-}
+use super::test_call::call;
 
 fn name(s: &'static str) -> TopicName {
     TopicName(StrBytes::from_static_str(s))

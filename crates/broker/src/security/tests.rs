@@ -15,8 +15,7 @@ use {
     crate::{
         broker::Broker,
         config::{BrokerConfig, RawSettings},
-        handlers::{Reply, handle},
-        network::codec::{DecodedRequest, Request},
+        network::codec::Request,
     },
     assert2::check,
     bytes::Bytes,
@@ -59,27 +58,7 @@ async fn call<R: Decodable>(
     version: i16,
     body: Request,
 ) -> R {
-    let mut header = RequestHeader::default();
-    header.request_api_key = api as i16;
-    header.request_api_version = version;
-    header.correlation_id = 1;
-    let request = DecodedRequest {
-        api_key: api,
-        version,
-        header,
-        body,
-        peer: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 40_000))),
-        session: Some(Arc::clone(session)),
-        zero_copy: false,
-    };
-    match handle(broker, request).await {
-        Reply::Frame(frame) => {
-            let mut frame = frame.slice(4..);
-            ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
-            R::decode(&mut frame, version).unwrap()
-        }
-        other => panic!("{api:?} v{version}: {other:?}"),
-    }
+    crate::handlers::test_call::call_as(broker, Some(session), api, version, body).await
 }
 
 fn allow(user: &str, operation: Operation, name: &str) -> AclBinding {

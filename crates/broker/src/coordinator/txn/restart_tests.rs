@@ -9,14 +9,13 @@ use {
         broker::Broker,
         config::{BrokerConfig, RawSettings},
         coordinator::group::{OFFSETS_TOPIC, RequestContext, wire::GroupRequest},
-        handlers::{Reply, handle},
-        network::codec::{DecodedRequest, Request},
+        network::codec::Request,
     },
     assert2::check,
     bytes::Bytes,
     kafka_protocol::{
         messages::*,
-        protocol::{Decodable, StrBytes},
+        protocol::StrBytes,
         records::{Record, TimestampType},
     },
     std::{path::Path, sync::Arc, time::Duration},
@@ -58,29 +57,7 @@ async fn start(dir: &Path) -> Arc<Broker> {
     broker
 }
 
-async fn call<R: Decodable>(broker: &Arc<Broker>, api: ApiKey, version: i16, body: Request) -> R {
-    let mut header = RequestHeader::default();
-    header.request_api_key = api as i16;
-    header.request_api_version = version;
-    header.correlation_id = 1;
-    let request = DecodedRequest {
-        api_key: api,
-        version,
-        header,
-        body,
-        peer: None,
-        session: None,
-        zero_copy: false,
-    };
-    match handle(broker, request).await {
-        Reply::Frame(frame) => {
-            let mut frame = frame.slice(4..);
-            ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
-            R::decode(&mut frame, version).unwrap()
-        }
-        other => panic!("{api:?} v{version}: {other:?}"),
-    }
-}
+use crate::handlers::test_call::call;
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
