@@ -214,3 +214,70 @@ def test_members_join_and_leave_while_committing(broker):
     finally:
         check.close()
     assert {tp.partition: tp.offset for tp in committed} == produced
+
+
+def test_members_keep_their_epochs_across_a_broker_restart(broker):
+    """Two KIP-848 members hold two partitions each; the broker restarts.
+    The coordinator reloads their epochs and assignments from
+    `__consumer_offsets`, so their next heartbeats are accepted as they are:
+    no member is fenced (librdkafka would report the partitions lost and
+    assign them again), nothing is revoked, and each goes on consuming its
+    own partitions."""
+    b = broker.bootstrap
+    topic, group, partitions = "restart848", "restart848-group", 4
+    create_topic(b, topic, partitions=partitions)
+    events = []  # (member, callback, partitions) after the restart
+    restarted = threading.Event()
+
+    def recorder(name, kind):
+        def record(_c, ps):
+            if restarted.is_set():
+                events.append((name, kind, sorted(p.partition for p in ps)))
+        return record
+
+    members = {}
+    for name in ("r0", "r1"):
+        c = consumer(b, group, name)
+        c.subscribe([topic], on_assign=recorder(name, "assign"), on_revoke=recorder(name, "revoke"),
+                     on_lost=recorder(name, "lost"))
+        members[name] = c
+
+    def held():
+        return {name: sorted(tp.partition for tp in c.assignment()) for name, c in members.items()}
+
+    try:
+        deadline = time.time() + 60
+        while not (all(len(ps) == 2 for ps in held().values())):
+            assert time.time() < deadline, "the group never settled: %r" % held()
+            for c in members.values():
+                c.poll(0.1)
+        before = held()
+        client = admin(b)
+        described = client.describe_consumer_groups([group])[group].result(timeout=30)
+        ids_before = sorted(m.member_id for m in described.members)
+
+        restarted.set()
+        broker.restart()
+        # Records on every partition: each member must read those of its own.
+        for p in range(partitions):
+            produce_confluent(b, topic, [(None, b"after-%d" % p, [])], partition=p)
+        seen = {name: set() for name in members}
+        deadline = time.time() + 90
+        while any(len(s) < 2 for s in seen.values()):
+            assert time.time() < deadline, "records not consumed after the restart: %r" % seen
+            for name, c in members.items():
+                msg = c.poll(0.1)
+                if msg is not None and not msg.error():
+                    seen[name].add(msg.partition())
+        assert {name: sorted(s) for name, s in seen.items()} == before
+        assert held() == before, "the assignment changed across the restart"
+        assert events == [], "members were fenced or rebalanced: %r" % events
+        client = admin(b)
+        described = client.describe_consumer_groups([group])[group].result(timeout=30)
+        assert sorted(m.member_id for m in described.members) == ids_before
+        owned = {m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
+                 for m in described.members}
+        assert sorted(owned.values()) == sorted(before.values())
+    finally:
+        for c in members.values():
+            c.close()

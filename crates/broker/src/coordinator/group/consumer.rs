@@ -26,9 +26,13 @@
 //! partitions the member held at that epoch ([`validate_consumer_commit`]).
 //!
 //! Consumer groups share the [`Group`] record with classic groups, so
-//! committed offsets work the same; their membership is not persisted
-//! (members rejoin with epoch 0 after a coordinator restart, as they do
-//! when Kafka fences them).
+//! committed offsets work the same. Their membership is persisted with
+//! Kafka's own records ([`consumer_records`](super::consumer_records)):
+//! the coordinator writes what a request changed of the group epoch, member
+//! metadata, target and current assignments
+//! ([`consumer_persist`](super::consumer_persist)), so after a restart or a
+//! coordinator move members go on heartbeating with their epochs and
+//! assignments.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -364,7 +368,8 @@ pub(crate) fn remove_consumer_member(
     }
     cg.group_epoch += 1;
     cg.assignors.remove(member_id);
-    forget_unused_regexes(cg);
+    // After a load the expressions are not resolved yet.
+    refresh_regexes(cg, topics, now);
     let name = cg.assignor_name();
     compute_target(cg, &name, topics);
     if cg.members.is_empty() {
@@ -807,11 +812,17 @@ impl GroupCoordinator {
         } else {
             std::borrow::Cow::Owned(self.config.for_group(&overrides))
         };
-        let (resp, _) = self
+        let (mut resp, write_error) = self
             .mutate(&group_id, |state, now, _effects| {
                 heartbeat(state, &config, topics.as_ref(), ctx, &req, now)
             })
             .await;
+        if write_error != 0 && resp.error_code == 0 {
+            // The change is not durable: the member retries, as with Kafka.
+            resp = ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(write_error)
+                .with_error_message(Some(sb("The group's records could not be written.")));
+        }
         tracing::debug!(
             member = %req.member_id.as_str(),
             epoch = req.member_epoch,

@@ -23,6 +23,7 @@ use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
 use super::config::GroupConfig;
+use super::consumer_persist::{ConsumerView, changes, replay_consumer};
 use super::error::GroupError;
 use super::log::{GroupLog, GroupLogEntry, GroupLogRecord};
 use super::partitioner::partition_for;
@@ -75,6 +76,9 @@ impl RequestContext {
 pub(crate) struct CoordinatorState {
     pub groups: HashMap<String, Group>,
     pub next_expiry_check_ms: i64,
+    /// Consumer groups whose last records failed to write, with the view
+    /// the log still holds: their next change is written against it.
+    pub unsynced: HashMap<String, Option<ConsumerView>>,
 }
 
 /// An offset to make visible (or, in a transaction, pending) once the
@@ -106,6 +110,9 @@ pub(crate) struct Effects {
     /// When the write carried a generation's assignment: the group and
     /// generation to reset if it fails.
     pub assignment_of: Option<(String, i32)>,
+    /// When `records` carry a consumer group's changes: the group and the
+    /// view the log held before them, to write against again if they fail.
+    pub consumer_baseline: Option<(String, Option<ConsumerView>)>,
 }
 
 impl Effects {
@@ -173,13 +180,14 @@ impl GroupCoordinator {
         let mut state = CoordinatorState {
             groups: HashMap::new(),
             next_expiry_check_ms: now + config.offsets_retention_check_interval_ms,
+            unsynced: HashMap::new(),
         };
         let ownership = Ownership::every_partition();
         for partition in 0..partitions {
             match log.read_all(partition).await {
                 Ok(entries) => {
                     for entry in entries {
-                        replay(&mut state.groups, partition, partitions, &entry, now);
+                        replay(&mut state.groups, partition, &config, &entry, now);
                     }
                 }
                 Err(e) => {
@@ -208,6 +216,7 @@ impl GroupCoordinator {
         let state = CoordinatorState {
             groups: HashMap::new(),
             next_expiry_check_ms: clock.now_ms() + config.offsets_retention_check_interval_ms,
+            unsynced: HashMap::new(),
         };
         Self::with_state(config, node, clock, log, state, Ownership::by_lease())
     }
@@ -261,13 +270,16 @@ impl GroupCoordinator {
         let now = self.clock.now_ms();
         let mut loaded = HashMap::new();
         for entry in &entries {
-            replay(&mut loaded, partition, partitions, entry, now);
+            replay(&mut loaded, partition, &self.config, entry, now);
         }
         let groups = loaded.len();
         {
             let mut state = self.lock();
             state
                 .groups
+                .retain(|id, _| partition_for(id, partitions) != partition);
+            state
+                .unsynced
                 .retain(|id, _| partition_for(id, partitions) != partition);
             state.groups.extend(loaded);
         }
@@ -286,9 +298,14 @@ impl GroupCoordinator {
     pub fn release_partition(&self, partition: i32) {
         self.ownership.released(partition);
         let partitions = self.config.offsets_topic_num_partitions;
-        self.lock()
+        let mut state = self.lock();
+        state
             .groups
             .retain(|id, _| partition_for(id, partitions) != partition);
+        state
+            .unsynced
+            .retain(|id, _| partition_for(id, partitions) != partition);
+        drop(state);
         tracing::info!(partition, "gave up __consumer_offsets-{partition}");
     }
 
@@ -370,7 +387,9 @@ impl GroupCoordinator {
 
     /// Runs `f` on the state with `group`'s partition writer held, then
     /// carries out its effects; returns `f`'s result and the write outcome
-    /// (as a Kafka error code, 0 when nothing failed).
+    /// (as a Kafka error code, 0 when nothing failed). When `group` is a
+    /// KIP-848 consumer group, what `f` changed of its persisted state is
+    /// written too ([`changes`]).
     pub(crate) async fn mutate<R>(
         &self,
         group: &str,
@@ -385,7 +404,24 @@ impl GroupCoordinator {
         let result = {
             let mut state = self.lock();
             let now = self.clock.now_ms();
-            f(&mut state, now, &mut effects)
+            let before = match state.unsynced.remove(group) {
+                Some(logged) => logged,
+                None => ConsumerView::of(state.groups.get(group)),
+            };
+            let result = f(&mut state, now, &mut effects);
+            let after = ConsumerView::of(state.groups.get(group));
+            if before != after {
+                if effects.producer.is_some() {
+                    // A transactional batch holds offsets only: write the
+                    // change with the group's next one.
+                    state.unsynced.insert(group.to_owned(), before);
+                } else {
+                    let records = changes(group, before.as_ref(), after.as_ref(), now);
+                    effects.records.extend(records);
+                    effects.consumer_baseline = Some((group.to_owned(), before));
+                }
+            }
+            result
         };
         let code = self.persist(partition, effects).await;
         (result, code)
@@ -398,6 +434,7 @@ impl GroupCoordinator {
             deferred_syncs,
             apply_offsets,
             assignment_of,
+            consumer_baseline,
         } = effects;
         let outcome = if records.is_empty() {
             Ok(-1)
@@ -443,6 +480,9 @@ impl GroupCoordinator {
             Err(err) => {
                 let code = write_error_code(&err);
                 tracing::warn!(partition, %err, "__consumer_offsets append failed");
+                if let Some((group, logged)) = consumer_baseline {
+                    self.lock().unsynced.insert(group, logged);
+                }
                 for (tx, _) in deferred_syncs {
                     let _ = tx.send(SyncOutcome::error(code));
                 }
@@ -588,10 +628,11 @@ fn complete_txn(
 fn replay(
     groups: &mut HashMap<String, Group>,
     partition: i32,
-    partitions: i32,
+    config: &GroupConfig,
     entry: &GroupLogEntry,
     now: i64,
 ) {
+    let partitions = config.offsets_topic_num_partitions;
     let (offset, record, producer) = match entry {
         GroupLogEntry::Marker {
             producer_id,
@@ -676,6 +717,12 @@ fn replay(
                 groups.remove(&k.group);
             }
         },
+        RecordKey::Consumer(k) => {
+            let group = k.group().to_owned();
+            if let Err(err) = replay_consumer(groups, k, record.value.as_deref(), config, now) {
+                tracing::warn!(%group, %err, "skipping bad consumer group record");
+            }
+        }
         RecordKey::Other(_) => {}
     }
 }

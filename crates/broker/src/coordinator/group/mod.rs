@@ -27,8 +27,10 @@
 //! `uniform` and `range` server assignors, [`consumer`]), and transactional
 //! offset commits (TxnOffsetCommit, routed here by the transaction
 //! coordinator, made visible by its markers), with regular-expression
-//! subscriptions resolved by the coordinator. Not implemented: persisting
-//! KIP-848 membership (members rejoin after a restart; offsets persist).
+//! subscriptions resolved by the coordinator. Classic groups, KIP-848
+//! consumer groups (member epochs, target and current assignments,
+//! [`consumer_records`]) and offsets all persist, so they survive a restart
+//! and, in cluster mode, a coordinator move.
 
 mod admin;
 pub mod assignor;
@@ -37,7 +39,9 @@ mod classic;
 mod committed;
 pub mod config;
 pub mod consumer;
+mod consumer_persist;
 mod consumer_protocol;
+pub mod consumer_records;
 mod coordinator;
 pub mod error;
 pub mod log;

@@ -8,8 +8,11 @@
 //! * 0 and 1 — `OffsetCommitKey {group, topic, partition}` (0 is the legacy
 //!   spelling; both decode the same),
 //! * 2 — `GroupMetadataKey {group}`,
-//! * 3 and above — KIP-848 / share / streams records this coordinator does not
-//!   read back; [`RecordKey::Other`] lets a loader skip them.
+//! * 3, 5, 6, 7 and 8 — a KIP-848 consumer group's records
+//!   ([`consumer_records`](super::consumer_records)),
+//! * any other above 2 — deprecated, share or streams records this
+//!   coordinator does not read back; [`RecordKey::Other`] lets a loader skip
+//!   them.
 //!
 //! A value opens with its own `int16` version. `OffsetCommitValue` has
 //! versions 0–4 and `GroupMetadataValue` 0–4; version 4 of both is "flexible"
@@ -20,6 +23,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::consumer_records::ConsumerKey;
 use super::error::GroupError;
 use crate::coordinator::record_codec::{
     Malformed, Reader, put_array_len, put_bytes, put_nullable_string, put_string, put_uvarint,
@@ -45,8 +49,10 @@ pub enum RecordKey {
     Offset(OffsetCommitKey),
     /// A classic group's metadata.
     Group(GroupMetadataKey),
-    /// A record type this coordinator does not keep (KIP-848, share or
-    /// streams groups, written by a newer Kafka); carries the key version.
+    /// A KIP-848 consumer group's record.
+    Consumer(ConsumerKey),
+    /// A record type this coordinator does not keep (share or streams
+    /// groups, or deprecated ones); carries the key version.
     Other(i16),
 }
 
@@ -68,7 +74,12 @@ impl RecordKey {
             GROUP_METADATA_KEY => RecordKey::Group(GroupMetadataKey {
                 group: r.string(false)?,
             }),
-            v if v > GROUP_METADATA_KEY => return Ok(RecordKey::Other(v)),
+            v if v > GROUP_METADATA_KEY => {
+                return Ok(match ConsumerKey::decode_body(v, &mut r)? {
+                    Some(key) => RecordKey::Consumer(key),
+                    None => RecordKey::Other(v),
+                });
+            }
             v => {
                 return Err(GroupError::UnsupportedVersion {
                     what: "key",
@@ -85,6 +96,7 @@ impl RecordKey {
         match self {
             RecordKey::Offset(k) => Some(&k.group),
             RecordKey::Group(k) => Some(&k.group),
+            RecordKey::Consumer(k) => Some(k.group()),
             RecordKey::Other(_) => None,
         }
     }
@@ -410,9 +422,20 @@ mod tests {
 
     #[test]
     fn newer_record_types_are_skippable() {
-        // ConsumerGroupMetadataKey (type 3) as a newer Kafka writes it.
-        let bytes = hex("0003 0001 67");
-        assert_eq!(RecordKey::decode(&bytes).unwrap(), RecordKey::Other(3));
+        // ConsumerGroupPartitionMetadataKey (type 4, deprecated) and a share
+        // group's key (type 10) are skipped; type 3 is a consumer group's.
+        assert_eq!(
+            RecordKey::decode(&hex("0004 0001 67")).unwrap(),
+            RecordKey::Other(4)
+        );
+        assert_eq!(
+            RecordKey::decode(&hex("000a 0001 67")).unwrap(),
+            RecordKey::Other(10)
+        );
+        assert_eq!(
+            RecordKey::decode(&hex("0003 0001 67")).unwrap(),
+            RecordKey::Consumer(ConsumerKey::GroupEpoch { group: "g".into() })
+        );
         assert!(RecordKey::decode(&hex("ffff 0001 67")).is_err());
     }
 

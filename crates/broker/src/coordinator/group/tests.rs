@@ -2123,6 +2123,281 @@ mod consumer_protocol {
             encodes(&r, v);
         }
     }
+
+    /// Every KIP-848 record type written to `cg`'s partition so far: (key
+    /// type, tombstone).
+    fn consumer_records(h: &Harness) -> Vec<(i16, bool)> {
+        use super::consumer_records::ConsumerKey;
+        h.log
+            .records(h.coord.partition_for("cg"))
+            .into_iter()
+            .filter_map(|r| match RecordKey::decode(&r.key) {
+                Ok(RecordKey::Consumer(k)) => {
+                    let kind = match k {
+                        ConsumerKey::GroupEpoch { .. } => 3,
+                        ConsumerKey::Member { .. } => 5,
+                        ConsumerKey::TargetEpoch { .. } => 6,
+                        ConsumerKey::Target { .. } => 7,
+                        ConsumerKey::Current { .. } => 8,
+                    };
+                    Some((kind, r.value.is_none()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Members a and b joined and reconciled: each holds two partitions at
+    /// epoch 2. Returns their partitions.
+    async fn two_stable_members(c: &GroupCoordinator) -> (Vec<i32>, Vec<i32>) {
+        c.consumer_group_heartbeat(&ctx(1), hb("a", 0, Some(&[])))
+            .await;
+        c.consumer_group_heartbeat(&ctx(1), hb("b", 0, Some(&[])))
+            .await;
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&[0, 1, 2, 3])))
+            .await;
+        let kept: Vec<i32> = partitions(&a).unwrap().into_iter().collect();
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&kept)))
+            .await;
+        assert_eq!(a.member_epoch, 2);
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&[])))
+            .await;
+        let b_parts: Vec<i32> = partitions(&b).unwrap().into_iter().collect();
+        assert_eq!(b_parts.len(), 2);
+        (kept, b_parts)
+    }
+
+    fn describe_epochs(c: &GroupCoordinator) -> (i32, i32, Vec<(String, i32)>) {
+        let state = c.lock();
+        let cg = state.groups["cg"].consumer.as_ref().unwrap();
+        (
+            cg.group_epoch,
+            cg.assignment_epoch,
+            cg.members
+                .values()
+                .map(|m| (m.id.clone(), m.member_epoch))
+                .collect(),
+        )
+    }
+
+    #[tokio::test]
+    async fn consumer_members_keep_epochs_and_assignments_across_a_restart() {
+        let h = consumer_harness().await;
+        let (a_parts, b_parts) = two_stable_members(&h.coord).await;
+        let epochs = describe_epochs(&h.coord);
+        assert_eq!(epochs, (2, 2, vec![("a".into(), 2), ("b".into(), 2)]));
+        // A heartbeat that changes nothing writes nothing.
+        let written = consumer_records(&h).len();
+        let a = h
+            .coord
+            .consumer_group_heartbeat(&ctx(1), hb("a", 2, Some(&a_parts)))
+            .await;
+        assert_eq!((a.error_code, a.member_epoch), (0, 2));
+        assert_eq!(consumer_records(&h).len(), written, "an idle heartbeat");
+
+        let c = h.restart().await;
+        c.set_topic_lookup(Arc::new(Topics));
+        assert_eq!(describe_epochs(&c), epochs, "epochs survive the restart");
+        for (member, parts) in [("a", &a_parts), ("b", &b_parts)] {
+            let resp = c
+                .consumer_group_heartbeat(&ctx(1), hb(member, 2, Some(parts)))
+                .await;
+            assert_eq!(resp.error_code, 0, "{member} is not fenced");
+            assert_eq!(resp.member_epoch, 2, "{member} keeps its epoch");
+            // The first answer after a load repeats the assignment.
+            let got: Vec<i32> = partitions(&resp).unwrap().into_iter().collect();
+            assert_eq!(&got, parts, "{member} keeps its partitions");
+        }
+        assert_eq!(describe_epochs(&c), epochs, "no rebalance");
+        // The sessions start over at load time: a silent member expires.
+        h.clock
+            .advance(GroupConfig::default().consumer_session_timeout_ms - 1);
+        c.tick().await;
+        assert_eq!(describe_epochs(&c).2.len(), 2);
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&b_parts)))
+            .await;
+        assert_eq!(b.error_code, 0);
+        h.clock.advance(1);
+        c.tick().await;
+        let (group_epoch, _, members) = describe_epochs(&c);
+        assert_eq!(members, vec![("b".to_owned(), 2)], "a expired");
+        assert_eq!(group_epoch, 3);
+        // b moves to epoch 3 and gets a's partitions back once it asks.
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&b_parts)))
+            .await;
+        assert_eq!(b.member_epoch, 3);
+        assert_eq!(partitions(&b), Some(BTreeSet::from([0, 1, 2, 3])));
+    }
+
+    #[tokio::test]
+    async fn a_member_still_revoking_resumes_its_revocation_after_a_restart() {
+        let h = consumer_harness().await;
+        let c = &h.coord;
+        c.consumer_group_heartbeat(&ctx(1), hb("a", 0, Some(&[])))
+            .await;
+        c.consumer_group_heartbeat(&ctx(1), hb("b", 0, Some(&[])))
+            .await;
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&[0, 1, 2, 3])))
+            .await;
+        let kept: Vec<i32> = partitions(&a).unwrap().into_iter().collect();
+        assert_eq!((a.member_epoch, kept.len()), (1, 2), "a must revoke two");
+
+        let c = h.restart().await;
+        c.set_topic_lookup(Arc::new(Topics));
+        {
+            // Its revocation deadline restarts at load time, as in Kafka.
+            let state = c.lock();
+            let a = &state.groups["cg"].consumer.as_ref().unwrap().members["a"];
+            assert_eq!(a.revoke_deadline_ms, Some(T0 + 30_000));
+            assert_eq!(a.revoking.values().map(BTreeSet::len).sum::<usize>(), 2);
+        }
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&[])))
+            .await;
+        assert_eq!((b.error_code, b.member_epoch), (0, 2));
+        assert_eq!(
+            partitions(&b).unwrap_or_default(),
+            BTreeSet::new(),
+            "a has not revoked yet"
+        );
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&kept)))
+            .await;
+        assert_eq!(
+            (a.error_code, a.member_epoch),
+            (0, 2),
+            "revocation acknowledged"
+        );
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&[])))
+            .await;
+        let got = partitions(&b).unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|p| !kept.contains(p)));
+    }
+
+    #[tokio::test]
+    async fn a_member_that_left_is_gone_after_a_restart() {
+        let h = consumer_harness().await;
+        let (_, b_parts) = two_stable_members(&h.coord).await;
+        let left = h
+            .coord
+            .consumer_group_heartbeat(&ctx(1), hb("a", -1, None))
+            .await;
+        assert_eq!(left.error_code, 0);
+        // Its current assignment and metadata are tombstoned.
+        let tail: Vec<(i16, bool)> = consumer_records(&h)
+            .into_iter()
+            .filter(|(_, tombstone)| *tombstone)
+            .collect();
+        assert_eq!(tail, vec![(7, true), (8, true), (5, true)]);
+
+        let c = h.restart().await;
+        c.set_topic_lookup(Arc::new(Topics));
+        let (group_epoch, _, members) = describe_epochs(&c);
+        assert_eq!((group_epoch, members), (3, vec![("b".to_owned(), 2)]));
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 2, Some(&[])))
+            .await;
+        assert_eq!(a.error_code, code(ResponseError::UnknownMemberId));
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 2, Some(&b_parts)))
+            .await;
+        assert_eq!(b.member_epoch, 3);
+        assert_eq!(partitions(&b), Some(BTreeSet::from([0, 1, 2, 3])));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_consumer_group_is_tombstoned() {
+        let h = consumer_harness().await;
+        let c = &h.coord;
+        c.consumer_group_heartbeat(&ctx(1), hb("a", 0, Some(&[])))
+            .await;
+        c.offset_commit(&ctx(9), commit_req("cg", 1, "a", &[("t", 0, 3)]))
+            .await;
+        c.consumer_group_heartbeat(&ctx(1), hb("a", -1, None)).await;
+        let deleted = c
+            .delete_groups(
+                &ctx(2),
+                DeleteGroupsRequest::default().with_groups_names(vec![GroupId(sb("cg"))]),
+            )
+            .await;
+        assert_eq!(deleted.results[0].error_code, 0);
+        let records = consumer_records(&h);
+        assert_eq!(
+            records[records.len() - 2..],
+            [(6, true), (3, true)],
+            "target epoch and group epoch tombstoned"
+        );
+        let c = h.restart().await;
+        assert!(!c.lock().groups.contains_key("cg"), "nothing comes back");
+        let described = c
+            .consumer_group_describe(
+                &ctx(1),
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(sb("cg"))]),
+            )
+            .await;
+        assert_eq!(
+            described.groups[0].error_code,
+            code(ResponseError::GroupIdNotFound)
+        );
+    }
+
+    #[tokio::test]
+    async fn consumer_members_move_with_a_leased_shard() {
+        let h = consumer_harness().await;
+        let (a_parts, _) = two_stable_members(&h.coord).await;
+        let moved = GroupCoordinator::by_lease(
+            GroupConfig::default(),
+            node(),
+            h.clock.clone(),
+            h.log.clone(),
+        );
+        moved.set_topic_lookup(Arc::new(Topics));
+        moved
+            .ownership()
+            .valid_until(std::time::Instant::now() + std::time::Duration::from_secs(60));
+        moved
+            .take_partition(h.coord.partition_for("cg"))
+            .await
+            .unwrap();
+        let a = moved
+            .consumer_group_heartbeat(&ctx(1), hb("a", 2, Some(&a_parts)))
+            .await;
+        assert_eq!((a.error_code, a.member_epoch), (0, 2));
+        let got: Vec<i32> = partitions(&a).unwrap().into_iter().collect();
+        assert_eq!(got, a_parts);
+        assert_eq!(describe_epochs(&moved), describe_epochs(&h.coord));
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_is_answered_and_rewritten_with_the_next_change() {
+        let h = consumer_harness().await;
+        let c = &h.coord;
+        c.consumer_group_heartbeat(&ctx(1), hb("a", 0, Some(&[])))
+            .await;
+        h.log.set_fail_appends(true);
+        let b = c
+            .consumer_group_heartbeat(&ctx(1), hb("b", 0, Some(&[])))
+            .await;
+        assert_ne!(b.error_code, 0, "the join was not durable");
+        h.log.set_fail_appends(false);
+        // a's next heartbeat writes b's join along with its own change.
+        let a = c
+            .consumer_group_heartbeat(&ctx(1), hb("a", 1, Some(&[0, 1, 2, 3])))
+            .await;
+        assert_eq!(a.error_code, 0);
+        let restarted = h.restart().await;
+        let (epoch, _, members) = describe_epochs(&restarted);
+        assert_eq!(epoch, 2);
+        assert_eq!(members.len(), 2, "b's join reached the log: {members:?}");
+    }
 }
 
 fn txn_commit_req(
