@@ -10,18 +10,16 @@ use {
         cluster::markers::{MarkerClient, MarkerRoute, RoutedMarkers},
         config::{BrokerConfig, RawSettings},
         coordinator::{
-            group::{OFFSETS_TOPIC, RequestContext},
-            txn::{MarkerError, MarkerWriter, TopicPartition, wire::TxnRequest},
+            group::OFFSETS_TOPIC,
+            txn::{
+                MarkerError, MarkerWriter, TopicPartition,
+                test_client::{add_partition, committed_offset, init, produce, sb, send_offsets},
+            },
         },
         network::codec::Request,
     },
     assert2::check,
-    bytes::Bytes,
-    kafka_protocol::{
-        messages::*,
-        protocol::StrBytes,
-        records::{Record, RecordBatchDecoder, TimestampType},
-    },
+    kafka_protocol::{messages::*, records::RecordBatchDecoder},
     krabka_ids::BrokerId,
     krabka_log::ControlMarker,
     std::{path::Path, sync::Arc, time::Duration},
@@ -162,77 +160,12 @@ async fn write(
 
 use crate::handlers::test_call::call;
 
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-
 /// A transactional producer with an open transaction on `data-0` holding
 /// `values`.
 async fn open_transaction(broker: &Arc<Broker>, id: &str, values: &[&str]) -> (i64, i16) {
-    let mut r = InitProducerIdRequest::default();
-    r.transactional_id = Some(TransactionalId(sb(id)));
-    r.transaction_timeout_ms = 600_000;
-    r.producer_id = ProducerId(-1);
-    r.producer_epoch = -1;
-    let resp: InitProducerIdResponse = call(
-        broker,
-        ApiKey::InitProducerId,
-        4,
-        Request::InitProducerId(r),
-    )
-    .await;
-    check!(resp.error_code == 0);
-    let producer = (resp.producer_id.0, resp.producer_epoch);
-
-    let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
-    t.name = TopicName(sb("data"));
-    t.partitions = vec![0];
-    let mut r = AddPartitionsToTxnRequest::default();
-    r.v3_and_below_transactional_id = TransactionalId(sb(id));
-    r.v3_and_below_producer_id = ProducerId(producer.0);
-    r.v3_and_below_producer_epoch = producer.1;
-    r.v3_and_below_topics = vec![t];
-    let resp: AddPartitionsToTxnResponse = call(
-        broker,
-        ApiKey::AddPartitionsToTxn,
-        3,
-        Request::Txn(TxnRequest::AddPartitionsToTxn(r)),
-    )
-    .await;
-    check!(resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0);
-
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: producer.0,
-            producer_epoch: producer.1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_000,
-            key: None,
-            value: Some(Bytes::copy_from_slice(v.as_bytes())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut p = produce_request::PartitionProduceData::default();
-    p.index = 0;
-    p.records = Some(crate::coordinator::state_topic::encode_v2_batch(&records).unwrap());
-    let mut t = produce_request::TopicProduceData::default();
-    t.name = TopicName(sb("data"));
-    t.partition_data = vec![p];
-    let mut r = ProduceRequest::default();
-    r.transactional_id = Some(TransactionalId(sb(id)));
-    r.acks = -1;
-    r.timeout_ms = 5_000;
-    r.topic_data = vec![t];
-    let resp: ProduceResponse = call(broker, ApiKey::Produce, 9, Request::Produce(r)).await;
-    check!(resp.responses[0].partition_responses[0].error_code == 0);
+    let producer = init(broker, id, 600_000).await;
+    add_partition(broker, id, producer, "data").await;
+    produce(broker, id, producer, values).await;
     producer
 }
 
@@ -356,63 +289,16 @@ async fn a_remote_consumer_offsets_marker_goes_through_the_group_coordinator() {
     let markers = Arc::new(served.remote_markers());
     let producer = open_transaction(&broker, "offsets", &["x"]).await;
 
-    let mut add = AddOffsetsToTxnRequest::default();
-    add.transactional_id = TransactionalId(sb("offsets"));
-    add.producer_id = ProducerId(producer.0);
-    add.producer_epoch = producer.1;
-    add.group_id = GroupId(sb("g"));
-    let resp: AddOffsetsToTxnResponse = call(
-        &broker,
-        ApiKey::AddOffsetsToTxn,
-        3,
-        Request::Txn(TxnRequest::AddOffsetsToTxn(add)),
-    )
-    .await;
-    check!(resp.error_code == 0);
-    let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
-    p.partition_index = 0;
-    p.committed_offset = 1;
-    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
-    t.name = TopicName(sb("data"));
-    t.partitions = vec![p];
-    let mut offsets = TxnOffsetCommitRequest::default();
-    offsets.transactional_id = TransactionalId(sb("offsets"));
-    offsets.group_id = GroupId(sb("g"));
-    offsets.producer_id = ProducerId(producer.0);
-    offsets.producer_epoch = producer.1;
-    offsets.generation_id = -1;
-    offsets.topics = vec![t];
-    let resp: TxnOffsetCommitResponse = call(
-        &broker,
-        ApiKey::TxnOffsetCommit,
-        3,
-        Request::Txn(TxnRequest::TxnOffsetCommit(offsets)),
-    )
-    .await;
-    check!(resp.topics[0].partitions[0].error_code == 0);
+    send_offsets(&broker, "offsets", producer, "g", 1).await;
 
     let groups = Arc::clone(broker.groups.get().unwrap());
-    let committed_offset = || async {
-        let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
-        t.name = TopicName(sb("data"));
-        t.partition_indexes = vec![0];
-        let mut r = OffsetFetchRequest::default();
-        r.group_id = GroupId(sb("g"));
-        r.topics = Some(vec![t]);
-        r.require_stable = true;
-        let resp = groups
-            .offset_fetch(&RequestContext::new(7, "test", ""), r)
-            .await;
-        let p = &resp.topics[0].partitions[0];
-        (p.error_code, p.committed_offset)
-    };
     // Pending until the marker: UNSTABLE_OFFSET_COMMIT for a stable read.
-    check!(committed_offset().await.0 == 88);
+    check!(committed_offset(&broker, "g").await == -88);
     let shard = groups.partition_for("g");
     write(&markers, OFFSETS_TOPIC, shard, producer, true)
         .await
         .unwrap();
-    check!(committed_offset().await == (0, 1));
+    check!(committed_offset(&broker, "g").await == 1);
     // A shard index the group coordinator does not have is not its: retried.
     check!(matches!(
         write(&markers, OFFSETS_TOPIC, 99, producer, true).await,

@@ -47,6 +47,8 @@ pub mod wire;
 #[cfg(test)]
 mod restart_tests;
 #[cfg(test)]
+pub(crate) mod test_client;
+#[cfg(test)]
 mod tests;
 
 pub use config::TxnConfig;

@@ -8,16 +8,11 @@ use {
     crate::{
         broker::Broker,
         config::{BrokerConfig, RawSettings},
-        coordinator::group::{OFFSETS_TOPIC, RequestContext, wire::GroupRequest},
+        coordinator::group::{OFFSETS_TOPIC, wire::GroupRequest},
         network::codec::Request,
     },
     assert2::check,
-    bytes::Bytes,
-    kafka_protocol::{
-        messages::*,
-        protocol::StrBytes,
-        records::{Record, TimestampType},
-    },
+    kafka_protocol::messages::*,
     std::{path::Path, sync::Arc, time::Duration},
 };
 
@@ -57,107 +52,10 @@ async fn start(dir: &Path) -> Arc<Broker> {
     broker
 }
 
-use crate::handlers::test_call::call;
-
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-
-async fn init(broker: &Arc<Broker>, id: &str, timeout_ms: i32) -> (i64, i16) {
-    let mut r = InitProducerIdRequest::default();
-    r.transactional_id = Some(TransactionalId(sb(id)));
-    r.transaction_timeout_ms = timeout_ms;
-    r.producer_id = ProducerId(-1);
-    r.producer_epoch = -1;
-    let resp: InitProducerIdResponse = call(
-        broker,
-        ApiKey::InitProducerId,
-        4,
-        Request::InitProducerId(r),
-    )
-    .await;
-    check!(resp.error_code == 0);
-    (resp.producer_id.0, resp.producer_epoch)
-}
-
-async fn add_partition(broker: &Arc<Broker>, id: &str, producer: (i64, i16), topic: &str) {
-    let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
-    t.name = TopicName(sb(topic));
-    t.partitions = vec![0];
-    let mut r = AddPartitionsToTxnRequest::default();
-    r.v3_and_below_transactional_id = TransactionalId(sb(id));
-    r.v3_and_below_producer_id = ProducerId(producer.0);
-    r.v3_and_below_producer_epoch = producer.1;
-    r.v3_and_below_topics = vec![t];
-    let resp: AddPartitionsToTxnResponse = call(
-        broker,
-        ApiKey::AddPartitionsToTxn,
-        3,
-        Request::Txn(TxnRequest::AddPartitionsToTxn(r)),
-    )
-    .await;
-    check!(resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0);
-}
-
-fn txn_batch(producer: (i64, i16), values: &[&str]) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: producer.0,
-            producer_epoch: producer.1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_000,
-            key: None,
-            value: Some(Bytes::copy_from_slice(v.as_bytes())),
-            headers: Default::default(),
-        })
-        .collect();
-    crate::coordinator::state_topic::encode_v2_batch(&records).unwrap()
-}
-
-async fn produce(broker: &Arc<Broker>, id: &str, producer: (i64, i16), values: &[&str]) {
-    let mut p = produce_request::PartitionProduceData::default();
-    p.index = 0;
-    p.records = Some(txn_batch(producer, values));
-    let mut t = produce_request::TopicProduceData::default();
-    t.name = TopicName(sb("data"));
-    t.partition_data = vec![p];
-    let mut r = ProduceRequest::default();
-    r.transactional_id = Some(TransactionalId(sb(id)));
-    r.acks = -1;
-    r.timeout_ms = 5_000;
-    r.topic_data = vec![t];
-    let resp: ProduceResponse = call(broker, ApiKey::Produce, 9, Request::Produce(r)).await;
-    check!(resp.responses[0].partition_responses[0].error_code == 0);
-}
-
-async fn committed_offset(broker: &Arc<Broker>, group: &str) -> i64 {
-    let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
-    t.name = TopicName(sb("data"));
-    t.partition_indexes = vec![0];
-    let mut r = OffsetFetchRequest::default();
-    r.group_id = GroupId(sb(group));
-    r.topics = Some(vec![t]);
-    r.require_stable = true;
-    let resp = broker
-        .groups
-        .get()
-        .unwrap()
-        .offset_fetch(&RequestContext::new(7, "test", ""), r)
-        .await;
-    let p = &resp.topics[0].partitions[0];
-    if p.error_code != 0 {
-        return -(i64::from(p.error_code));
-    }
-    p.committed_offset
-}
+use {
+    super::test_client::{add_partition, committed_offset, init, produce, sb, send_offsets},
+    crate::handlers::test_call::call,
+};
 
 fn state(broker: &Broker, id: &str) -> Option<(TxnState, i16)> {
     broker
@@ -197,41 +95,8 @@ async fn a_commit_prepared_before_a_crash_completes_and_an_open_one_aborts_after
 
     let committing = init(&broker, "committing", 60_000).await;
     add_partition(&broker, "committing", committing, "data").await;
-    let mut add_offsets = AddOffsetsToTxnRequest::default();
-    add_offsets.transactional_id = TransactionalId(sb("committing"));
-    add_offsets.producer_id = ProducerId(committing.0);
-    add_offsets.producer_epoch = committing.1;
-    add_offsets.group_id = GroupId(sb("g"));
-    let resp: AddOffsetsToTxnResponse = call(
-        &broker,
-        ApiKey::AddOffsetsToTxn,
-        3,
-        Request::Txn(TxnRequest::AddOffsetsToTxn(add_offsets)),
-    )
-    .await;
-    check!(resp.error_code == 0);
     produce(&broker, "committing", committing, &["c1", "c2"]).await;
-    let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
-    p.partition_index = 0;
-    p.committed_offset = 4;
-    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
-    t.name = TopicName(sb("data"));
-    t.partitions = vec![p];
-    let mut offsets = TxnOffsetCommitRequest::default();
-    offsets.transactional_id = TransactionalId(sb("committing"));
-    offsets.group_id = GroupId(sb("g"));
-    offsets.producer_id = ProducerId(committing.0);
-    offsets.producer_epoch = committing.1;
-    offsets.generation_id = -1;
-    offsets.topics = vec![t];
-    let resp: TxnOffsetCommitResponse = call(
-        &broker,
-        ApiKey::TxnOffsetCommit,
-        3,
-        Request::Txn(TxnRequest::TxnOffsetCommit(offsets)),
-    )
-    .await;
-    check!(resp.topics[0].partitions[0].error_code == 0);
+    send_offsets(&broker, "committing", committing, "g", 4).await;
     // Pending: a require_stable fetch is told to wait.
     check!(committed_offset(&broker, "g").await == -88);
 
