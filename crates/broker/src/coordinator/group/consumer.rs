@@ -122,6 +122,30 @@ pub struct ConsumerMember {
 }
 
 impl ConsumerMember {
+    /// A member known by its id only (joining, or met first in a load):
+    /// epoch 0, nothing assigned or subscribed, its session starting `now`.
+    pub(crate) fn fresh(id: &str, config: &GroupConfig, now: i64) -> Self {
+        Self {
+            id: id.to_owned(),
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            rebalance_timeout_ms: -1,
+            subscribed: Vec::new(),
+            subscribed_regex: None,
+            member_epoch: 0,
+            previous_epoch: 0,
+            assigned: Assignment::new(),
+            revoking: Assignment::new(),
+            assignment_epochs: BTreeMap::new(),
+            last_sent: None,
+            session_deadline_ms: now + config.consumer_session_timeout_ms,
+            session_timeout_ms: config.consumer_session_timeout_ms,
+            revoke_deadline_ms: None,
+        }
+    }
+
     /// The member's regular expression, if it subscribes with one.
     pub fn regex(&self) -> Option<&str> {
         self.subscribed_regex.as_deref().filter(|r| !r.is_empty())
@@ -681,7 +705,6 @@ fn heartbeat(
             .as_ref()
             .map(|r| r.as_str().to_owned());
         let mut member = ConsumerMember {
-            id: member_id.clone(),
             instance_id: instance.clone(),
             rack_id: req.rack_id.as_ref().map(|s| s.as_str().to_owned()),
             client_id: ctx.client_id.clone(),
@@ -689,15 +712,7 @@ fn heartbeat(
             rebalance_timeout_ms: req.rebalance_timeout_ms,
             subscribed: subscribed.clone(),
             subscribed_regex,
-            member_epoch: 0,
-            previous_epoch: 0,
-            assigned: Assignment::new(),
-            revoking: Assignment::new(),
-            assignment_epochs: BTreeMap::new(),
-            last_sent: None,
-            session_deadline_ms: now + config.consumer_session_timeout_ms,
-            session_timeout_ms: config.consumer_session_timeout_ms,
-            revoke_deadline_ms: None,
+            ..ConsumerMember::fresh(&member_id, config, now)
         };
         match replaced.and_then(|old| cg.members.remove(&old).map(|m| (old, m))) {
             Some((old_id, old))

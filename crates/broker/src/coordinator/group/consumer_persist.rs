@@ -253,29 +253,6 @@ fn loading<'a>(
     })
 }
 
-/// A member known only by id so far; its session starts at load time.
-fn loaded_member(id: &str, config: &GroupConfig, now: i64) -> ConsumerMember {
-    ConsumerMember {
-        id: id.to_owned(),
-        instance_id: None,
-        rack_id: None,
-        client_id: String::new(),
-        client_host: String::new(),
-        rebalance_timeout_ms: -1,
-        subscribed: Vec::new(),
-        subscribed_regex: None,
-        member_epoch: 0,
-        previous_epoch: 0,
-        assigned: Assignment::new(),
-        revoking: Assignment::new(),
-        assignment_epochs: BTreeMap::new(),
-        last_sent: None,
-        session_deadline_ms: now + config.consumer_session_timeout_ms,
-        session_timeout_ms: config.consumer_session_timeout_ms,
-        revoke_deadline_ms: None,
-    }
-}
-
 /// A member still revoking gets its rebalance timeout again from load
 /// time, as Kafka reschedules it.
 fn reset_revoke_deadline(member: &mut ConsumerMember, now: i64) {
@@ -357,7 +334,7 @@ pub(crate) fn replay_consumer(
             let m = cg
                 .members
                 .entry(member.clone())
-                .or_insert_with(|| loaded_member(&member, config, now));
+                .or_insert_with(|| ConsumerMember::fresh(&member, config, now));
             m.instance_id = meta.instance_id;
             m.rack_id = meta.rack_id;
             m.client_id = meta.client_id;
@@ -391,7 +368,7 @@ pub(crate) fn replay_consumer(
             let m = cg
                 .members
                 .entry(member.clone())
-                .or_insert_with(|| loaded_member(&member, config, now));
+                .or_insert_with(|| ConsumerMember::fresh(&member, config, now));
             m.member_epoch = current.member_epoch;
             m.previous_epoch = current.previous_member_epoch;
             m.assignment_epochs.clear();
