@@ -432,7 +432,7 @@ def test_kip848_members_keep_their_epochs_when_the_coordinator_moves(cluster_db,
     """KIP-848 members' epochs and assignments live in the database with
     the group's shard: after kill -9 of the coordinator's broker, the new
     owner accepts their heartbeats as they are (no fencing, no revocation)."""
-    from test_kip848 import consumer
+    from test_kip848 import WatchedMembers
 
     brokers = three_brokers(cluster_db, cluster_factory)
     group, topic = "moving-848", "moving-848-topic"
@@ -442,34 +442,14 @@ def test_kip848_members_keep_their_epochs_when_the_coordinator_moves(cluster_db,
     admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(30)
     wait_for("the topic on every broker", lambda: all(topic in AdminClient(
         {"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics for b in brokers.values()))
-    events = []
-    moved = threading.Event()
-
-    def recorder(name, kind):
-        def record(_c, ps):
-            if moved.is_set():
-                events.append((name, kind, sorted(p.partition for p in ps)))
-        return record
-
-    members = {}
-    for name in ("m0", "m1"):
-        c = consumer(bootstrap, group, name)
-        c.subscribe([topic], on_assign=recorder(name, "assign"), on_revoke=recorder(name, "revoke"),
-                     on_lost=recorder(name, "lost"))
-        members[name] = c
-
-    def held():
-        return {name: sorted(tp.partition for tp in c.assignment()) for name, c in members.items()}
-
-    def poll_all():
-        for c in members.values():
-            c.poll(0.1)
+    watched = WatchedMembers(bootstrap, group, topic, ("m0", "m1"))
+    members, held, poll_all = watched.members, watched.held, watched.poll
 
     try:
         wait_for("the group to settle", lambda: poll_all() or all(len(ps) == 2 for ps in held().values()),
                  timeout=60)
         before = held()
-        moved.set()
+        watched.changes_from_now()
         brokers[victim].kill9()
         wait_for("the group's shard on another broker", lambda: (
             lambda o: o and o[0] != victim)(shard_owner(cluster_db, "__consumer_offsets", shard_of(group))))
@@ -478,7 +458,7 @@ def test_kip848_members_keep_their_epochs_when_the_coordinator_moves(cluster_db,
         while time.time() < deadline:
             poll_all()
         assert held() == before, "the assignment changed when the coordinator moved"
-        assert events == [], "members were fenced or rebalanced: %r" % events
+        assert watched.events == [], "members were fenced or rebalanced: %r" % watched.events
         described = admin.describe_consumer_groups([group])[group].result(30)
         assert described.coordinator.id != victim
         assert sorted(m.client_id for m in described.members) == ["m0", "m1"]

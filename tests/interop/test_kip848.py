@@ -216,6 +216,39 @@ def test_members_join_and_leave_while_committing(broker):
     assert {tp.partition: tp.offset for tp in committed} == produced
 
 
+class WatchedMembers:
+    """KIP-848 members of `group` subscribed to `topic`, one per name, whose
+    assign / revoke / lost callbacks after `changes_from_now()` are
+    recorded in `events` as (member, callback, partitions)."""
+
+    def __init__(self, bootstrap, group, topic, names):
+        self.events = []
+        self._watching = threading.Event()
+        self.members = {}
+        for name in names:
+            c = consumer(bootstrap, group, name)
+            c.subscribe([topic], on_assign=self._recorder(name, "assign"),
+                        on_revoke=self._recorder(name, "revoke"), on_lost=self._recorder(name, "lost"))
+            self.members[name] = c
+
+    def _recorder(self, name, kind):
+        def record(_c, ps):
+            if self._watching.is_set():
+                self.events.append((name, kind, sorted(p.partition for p in ps)))
+        return record
+
+    def changes_from_now(self):
+        self._watching.set()
+
+    def held(self):
+        """Each member's partitions."""
+        return {name: sorted(tp.partition for tp in c.assignment()) for name, c in self.members.items()}
+
+    def poll(self):
+        for c in self.members.values():
+            c.poll(0.1)
+
+
 def test_members_keep_their_epochs_across_a_broker_restart(broker):
     """Two KIP-848 members hold two partitions each; the broker restarts.
     The coordinator reloads their epochs and assignments from
@@ -226,25 +259,8 @@ def test_members_keep_their_epochs_across_a_broker_restart(broker):
     b = broker.bootstrap
     topic, group, partitions = "restart848", "restart848-group", 4
     create_topic(b, topic, partitions=partitions)
-    events = []  # (member, callback, partitions) after the restart
-    restarted = threading.Event()
-
-    def recorder(name, kind):
-        def record(_c, ps):
-            if restarted.is_set():
-                events.append((name, kind, sorted(p.partition for p in ps)))
-        return record
-
-    members = {}
-    for name in ("r0", "r1"):
-        c = consumer(b, group, name)
-        c.subscribe([topic], on_assign=recorder(name, "assign"), on_revoke=recorder(name, "revoke"),
-                     on_lost=recorder(name, "lost"))
-        members[name] = c
-
-    def held():
-        return {name: sorted(tp.partition for tp in c.assignment()) for name, c in members.items()}
-
+    watched = WatchedMembers(b, group, topic, ("r0", "r1"))
+    members, held = watched.members, watched.held
     try:
         deadline = time.time() + 60
         while not (all(len(ps) == 2 for ps in held().values())):
@@ -256,7 +272,7 @@ def test_members_keep_their_epochs_across_a_broker_restart(broker):
         described = client.describe_consumer_groups([group])[group].result(timeout=30)
         ids_before = sorted(m.member_id for m in described.members)
 
-        restarted.set()
+        watched.changes_from_now()
         broker.restart()
         # Records on every partition: each member must read those of its own.
         for p in range(partitions):
@@ -271,7 +287,7 @@ def test_members_keep_their_epochs_across_a_broker_restart(broker):
                     seen[name].add(msg.partition())
         assert {name: sorted(s) for name, s in seen.items()} == before
         assert held() == before, "the assignment changed across the restart"
-        assert events == [], "members were fenced or rebalanced: %r" % events
+        assert watched.events == [], "members were fenced or rebalanced: %r" % watched.events
         client = admin(b)
         described = client.describe_consumer_groups([group])[group].result(timeout=30)
         assert sorted(m.member_id for m in described.members) == ids_before
