@@ -38,10 +38,9 @@ def shard_owner(db, kind, shard):
     return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
 
-def find_coordinator(bootstrap, group):
+def find_coordinator(admin, group):
     """The node FindCoordinator names for `group` (librdkafka's
     DescribeConsumerGroups reports the coordinator it found)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     found = admin.describe_consumer_groups([group])[group].result(30)
     return found.coordinator.id
 
@@ -63,10 +62,11 @@ def three_brokers(cluster_db, cluster_factory):
 
 def test_coordinator_shards_spread_and_find_coordinator_names_the_owner(cluster_db, cluster_factory):
     brokers = three_brokers(cluster_db, cluster_factory)
+    admins = {b.bootstrap: AdminClient({"bootstrap.servers": b.bootstrap}) for b in brokers.values()}
     for group in ("alpha", "beta", "gamma", "delta"):
         owner, _ = shard_owner(cluster_db, "__consumer_offsets", shard_of(group))
-        for b in brokers.values():
-            assert find_coordinator(b.bootstrap, group) == owner, (group, b.bootstrap)
+        for bootstrap, admin in admins.items():
+            assert find_coordinator(admin, group) == owner, (group, bootstrap)
 
 
 def test_a_group_survives_kill_9_of_its_coordinator(cluster_db, cluster_factory):
@@ -137,7 +137,7 @@ def test_a_group_survives_kill_9_of_its_coordinator(cluster_db, cluster_factory)
             lambda o: o if o and o[0] != victim else None)(
             shard_owner(cluster_db, "__consumer_offsets", shard)), timeout=30)
         assert moved[1] > epoch, "a new lease epoch"
-        assert find_coordinator(brokers[survivors[0]].bootstrap, group) == moved[0]
+        assert find_coordinator(admin, group) == moved[0]
         produce(300, 300)
         wait_for("all 600 records after the failover", lambda: len(seen) >= 600, timeout=90)
     finally:
@@ -200,15 +200,22 @@ def commit_error(response):
     return response.topics[0].partitions[0].error_code
 
 
-def committed(bootstrap, group, topic, partition):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+# The admin clients are the test's own, passed in and kept alive until it
+# ends: librdkafka must never destroy a client with a request in flight (a
+# result that timed out), which can crash the interpreter.
+
+def committed(admin, group, topic, partition):
+    """The group's committed offset (None while the coordinator cannot
+    answer, so a bounded wait can retry)."""
     future = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition)])])[group]
-    return future.result(30).topic_partitions[0].offset
+    try:
+        return future.result(30).topic_partitions[0].offset
+    except KafkaException:
+        return None
 
 
-def alter_committed(bootstrap, group, topic, partition, offset):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def alter_committed(admin, group, topic, partition, offset):
     future = admin.alter_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition, offset)])])[group]
     result = future.result(30)
@@ -235,7 +242,10 @@ def test_a_paused_coordinator_does_not_write_after_its_shard_moved(cluster_db, c
                 lambda o: o if o and o[0] != victim else None)(
                 shard_owner(cluster_db, "__consumer_offsets", shard)), timeout=30)
             assert moved[1] > epoch
-            alter_committed(survivors, group, "paused", 0, 7)
+            # A new client: one already connected to the paused broker may
+            # send it the lookup and wait on it.
+            during = AdminClient({"bootstrap.servers": survivors})
+            alter_committed(during, group, "paused", 0, 7)
             # Queued while paused: the first thing the broker reads when it
             # wakes, before any renewal round could tell it what happened.
             conn.send(commit_request(group, "paused", 0, 666))
@@ -250,9 +260,10 @@ def test_a_paused_coordinator_does_not_write_after_its_shard_moved(cluster_db, c
     assert [int(r[0]) for r in rows] == [moved[1]], rows
     # Clients read what the new owner wrote, through any broker, once the
     # woken broker is back in the cluster (the shard may move back to it).
-    for b in brokers.values():
+    readers = [AdminClient({"bootstrap.servers": b.bootstrap}) for b in brokers.values()]
+    for b, reader in zip(brokers.values(), readers):
         assert wait_for("the committed offset through %s" % b.bootstrap,
-                        lambda b=b: committed(b.bootstrap, group, "paused", 0) == 7)
+                        lambda reader=reader: committed(reader, group, "paused", 0) == 7)
 
 
 def restart_postgres(server, timeout=60):
@@ -282,7 +293,7 @@ def test_brokers_ride_out_kill_9_of_postgres(postgres, cluster_factory):
     for i in range(30):
         producer.produce("outage", value=b"before-%d" % i, partition=i % 3)
     assert producer.flush(30) == 0
-    alter_committed(bootstrap, group, "outage", 0, 10)
+    alter_committed(creator, group, "outage", 0, 10)
 
     postgres.kill9()
     try:
@@ -303,9 +314,9 @@ def test_brokers_ride_out_kill_9_of_postgres(postgres, cluster_factory):
     # Back: the shards are owned again and nothing acknowledged was lost.
     wait_for("the shards to be owned again", lambda: shard_owner(db, "__consumer_offsets", shard), timeout=60)
     assert wait_for("the commit made before the outage",
-                    lambda: committed(bootstrap, group, "outage", 0) == 10, timeout=60)
-    alter_committed(bootstrap, group, "outage", 0, 20)
-    assert committed(bootstrap, group, "outage", 0) == 20
+                    lambda: committed(creator, group, "outage", 0) == 10, timeout=60)
+    alter_committed(creator, group, "outage", 0, 20)
+    assert committed(creator, group, "outage", 0) == 20
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "outage-reader",
                          "auto.offset.reset": "earliest"})
     try:
@@ -425,7 +436,7 @@ def test_a_transaction_coordinator_failover_aborts_the_open_transaction_and_fenc
     inputs = sorted(v.split(b":", 1)[1] for v in values)
     assert inputs == sorted(b"in-%d" % i for i in range(30)), "each input transformed exactly once"
     # The group's committed offsets cover every input once.
-    assert sum(committed(bootstrap, "ctp-group", "ctp-in", p) for p in in_parts) == 30
+    assert sum(committed(admin, "ctp-group", "ctp-in", p) for p in in_parts) == 30
 
 
 def test_kip848_members_keep_their_epochs_when_the_coordinator_moves(cluster_db, cluster_factory):
