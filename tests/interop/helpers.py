@@ -105,6 +105,17 @@ def wait_for(predicate, timeout=30, interval=0.2, what="condition"):
     raise AssertionError("timed out waiting for " + what)
 
 
+def wait_for_cluster(bootstraps, timeout=30):
+    """Until every broker lists all of `bootstraps`. A broker learns of the
+    ones started after it only at its next metadata refresh, and places new
+    partitions over the brokers it knows, so tests that check placement wait
+    for every view, not one."""
+    for bootstrap in bootstraps:
+        client = admin(bootstrap)
+        wait_for(lambda: len(client.list_topics(timeout=10).brokers) == len(bootstraps),
+                 timeout=timeout, what="%s to list %d brokers" % (bootstrap, len(bootstraps)))
+
+
 def raw_call(bootstrap, request, response_class, correlation_id=1):
     """Sends one request encoded by kafka-python's protocol classes on a
     fresh connection and decodes the answer with them (for requests no

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
 from conftest import KRABKA_BIN, free_port, sql
+from helpers import wait_for_cluster
 
 
 def wait_for(what, check, timeout=30):
@@ -198,7 +199,7 @@ def consume_all(bootstrap, topic, expected, group=None, timeout=60):
 
 def test_topics_are_shared_and_each_partition_lives_on_one_broker(cluster_db, cluster_factory):
     brokers = {node: cluster_factory(cluster_db, node) for node in (1, 2, 3)}
-    wait_for("three brokers", lambda: len(brokers_seen(brokers[1].bootstrap).brokers) == 3)
+    wait_for_cluster([b.bootstrap for b in brokers.values()])
     admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
     admin.create_topics([NewTopic("shared", num_partitions=6, replication_factor=1)])["shared"].result(30)
 
@@ -289,7 +290,7 @@ def test_topics_are_shared_and_each_partition_lives_on_one_broker(cluster_db, cl
 
 def test_a_partition_is_unavailable_while_its_broker_is_down(cluster_db, cluster_factory):
     brokers = {node: cluster_factory(cluster_db, node) for node in (1, 2, 3)}
-    wait_for("three brokers", lambda: len(brokers_seen(brokers[1].bootstrap).brokers) == 3)
+    wait_for_cluster([b.bootstrap for b in brokers.values()])
     creator = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
     creator.create_topics([NewTopic("spread", num_partitions=3, replication_factor=1)])["spread"].result(30)
     view = wait_for("the topic on broker 1",
@@ -355,7 +356,7 @@ def test_a_group_across_brokers_and_no_database_round_trip_per_record(cluster_db
         n: cluster_factory(cluster_db, n, {"krabka.metrics.listener": "127.0.0.1:%d" % metrics[n]})
         for n in (1, 2, 3)
     }
-    wait_for("three brokers", lambda: len(brokers_seen(brokers[1].bootstrap).brokers) == 3)
+    wait_for_cluster([b.bootstrap for b in brokers.values()])
     creator = AdminClient({"bootstrap.servers": brokers[2].bootstrap})
     creator.create_topics([NewTopic("work", num_partitions=6, replication_factor=1)])["work"].result(30)
     for b in brokers.values():

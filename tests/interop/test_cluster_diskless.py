@@ -16,7 +16,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record import MemoryRecords
 
 from conftest import sql
-from helpers import consume_confluent, create_topic
+from helpers import consume_confluent, create_topic, wait_for_cluster
 from raw_client import RawConnection, batch, fetch_request
 
 TOPIC = "dl-shared"
@@ -77,8 +77,7 @@ def two_brokers_and_a_diskless_topic(cluster_db, cluster_factory, tmp_path, part
     store = tmp_path / "shared-diskless-store"
     settings = {"krabka.diskless.storage.dir": str(store), "diskless.commit.interval.ms": "20"}
     brokers = [cluster_factory(cluster_db, node, settings) for node in (1, 2)]
-    wait_for("two brokers", lambda: len(AdminClient(
-        {"bootstrap.servers": brokers[0].bootstrap}).list_topics(timeout=10).brokers) == 2)
+    wait_for_cluster([b.bootstrap for b in brokers])
     create_topic(brokers[0].bootstrap, TOPIC, partitions=partitions, config={"diskless.enable": "true"})
     return brokers, store
 

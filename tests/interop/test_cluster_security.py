@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import KRABKA_BIN, free_port, sql
+from helpers import wait_for_cluster
 from security_helpers import generate_certs
 from test_cluster import wait_for
 
@@ -296,7 +297,7 @@ def test_transaction_markers_cross_a_sasl_ssl_inter_broker_listener(cluster_db, 
         brokers[node] = broker
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    wait_for("both brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    wait_for_cluster([b.bootstrap for b in brokers.values()])
     admin.create_topics([NewTopic("secure-txn", num_partitions=4, replication_factor=1)])["secure-txn"].result(30)
 
     def leaders():
