@@ -50,10 +50,18 @@ def metadata(bootstrap):
 class Engine:
     """Brokers that together serve one cluster, and what scenarios ask of them."""
 
-    def __init__(self, name, brokers, remote_dir):
+    def __init__(self, name, brokers, remote_dir, database_url=None):
         self.name = name
         self.brokers = brokers
         self.remote_dir = str(remote_dir)
+        self.database_url = database_url
+
+    def metadata_source_args(self):
+        """Where `krabka remote-metadata` reads this engine's remote log
+        metadata: a broker's topic, or in a cluster the database."""
+        if self.database_url:
+            return ["--database-url", self.database_url]
+        return ["--bootstrap", self.brokers[0].bootstrap]
 
     @property
     def bootstrap(self):

@@ -19,6 +19,7 @@ client talks to the whole engine and must find each partition's broker.
   are read back from the remote tier.
 """
 
+import json
 import os
 import subprocess
 import time
@@ -29,7 +30,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 
-from conftest import PostgresServer, create_database, kcat_path, postgres_installed
+from conftest import KRABKA_BIN, PostgresServer, create_database, kcat_path, postgres_installed
 from engines import ENGINE_SETTINGS, Engine, wait_until
 from helpers import as_tuples, consume_confluent, make_records, produce_confluent
 from test_groups import ConfluentMember, KafkaPythonMember, all_committed, assignments_cover
@@ -68,7 +69,7 @@ def engine(request, broker_factory, tmp_path):
         url = create_database(server, "krabka_parity_%s" % uuid.uuid4().hex[:12])
         cluster_factory = request.getfixturevalue("cluster_factory")
         brokers = [cluster_factory(url, node, settings) for node in (1, 2, 3)]
-    engine = Engine(request.param, brokers, remote)
+    engine = Engine(request.param, brokers, remote, database_url=url if request.param == "cluster3" else None)
     engine.wait_for_members()
     return engine
 
@@ -439,3 +440,17 @@ def test_tiered_classic_topic_reads_below_the_local_log_start(engine):
         got = consume_confluent(engine.bootstrap, topic, 300, partition=p, timeout=60)
         assert [m.offset() for m in got] == list(range(300)), "partition %d" % p
         assert as_tuples(got) == records[p], "partition %d" % p
+
+    # The operator's view of the remote log metadata lists the same segments
+    # (in a cluster it is read from the database, where the brokers keep it).
+    out = subprocess.run(
+        [KRABKA_BIN, "remote-metadata", "dump", "--topic", topic, "--timeout-secs", "30"]
+        + engine.metadata_source_args(),
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    dumped = {d["partition"]: d for d in json.loads(out.stdout)["partitions"]}
+    assert sorted(dumped) == list(range(partitions))
+    for p in range(partitions):
+        finished = sorted("%020d-%s.log" % (seg["start_offset"], seg["segment_id"])
+                          for seg in dumped[p]["segments"] if seg["state"] == "COPY_SEGMENT_FINISHED")
+        assert finished and set(finished) <= set(remote_segments(engine, topic, p)), "partition %d" % p

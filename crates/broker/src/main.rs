@@ -132,37 +132,56 @@ enum TlsCommand {
 enum RemoteMetadataCommand {
     /// Print every remote segment and partition-delete state from
     /// `__remote_log_metadata` as JSON.
-    Dump {
-        /// A broker of the cluster.
-        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
-        bootstrap: String,
-        /// Only partitions of this topic.
-        #[arg(long, value_name = "NAME")]
-        topic: Option<String>,
-        /// Seconds to wait for the cluster and the metadata.
-        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
-        timeout_secs: u64,
-        /// Client security settings (Kafka's `security.protocol`, `sasl.*`, `ssl.*`).
-        #[arg(long, value_name = "FILE", env = "KRABKA_COMMAND_CONFIG")]
-        command_config: Option<PathBuf>,
-    },
+    Dump(MetadataArgs),
     /// Print the newest WORM chain head of each partition, as published in
     /// `__remote_log_metadata`: one JSON record per line, the file
     /// `krabka-worm-verify --expect-head` takes.
-    WormHeads {
-        /// A broker of the cluster.
-        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
-        bootstrap: String,
-        /// Only partitions of this topic.
-        #[arg(long, value_name = "NAME")]
-        topic: Option<String>,
-        /// Seconds to wait for the cluster and the metadata.
-        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
-        timeout_secs: u64,
-        /// Client security settings (Kafka's `security.protocol`, `sasl.*`, `ssl.*`).
-        #[arg(long, value_name = "FILE", env = "KRABKA_COMMAND_CONFIG")]
-        command_config: Option<PathBuf>,
-    },
+    WormHeads(MetadataArgs),
+}
+
+/// What both `remote-metadata` commands read, and from where.
+#[derive(clap::Args)]
+struct MetadataArgs {
+    /// A broker of the cluster.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// Cluster mode: read the cluster database (`postgresql://...`), where
+    /// the brokers keep the metadata, instead of asking a broker.
+    #[arg(long, value_name = "URL", env = "KRABKA_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Only partitions of this topic.
+    #[arg(long, value_name = "NAME")]
+    topic: Option<String>,
+    /// Seconds to wait for the cluster and the metadata.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    timeout_secs: u64,
+    /// Client security settings (Kafka's `security.protocol`, `sasl.*`, `ssl.*`).
+    #[arg(long, value_name = "FILE", env = "KRABKA_COMMAND_CONFIG")]
+    command_config: Option<PathBuf>,
+}
+
+impl MetadataArgs {
+    /// Runs `command` with the source, topic and timeout these name.
+    fn run(
+        self,
+        command: impl FnOnce(
+            cli::metadata_source::MetadataSource,
+            Option<String>,
+            std::time::Duration,
+        ) -> ExitCode,
+    ) -> ExitCode {
+        let timeout = std::time::Duration::from_secs(self.timeout_secs);
+        let (bootstrap, database_url, topic) = (self.bootstrap, self.database_url, self.topic);
+        with_security(self.command_config.as_deref(), |security| {
+            let source = cli::metadata_source::MetadataSource::from_args(
+                bootstrap,
+                database_url,
+                security,
+                timeout,
+            );
+            command(source, topic, timeout)
+        })
+    }
 }
 
 #[global_allocator]
@@ -318,35 +337,21 @@ fn main() -> ExitCode {
         Command::Acl(args) => cli::run(cli::acl::run(args)),
         Command::User(args) => cli::run(cli::user::run(args)),
         Command::RemoteMetadata {
-            command:
-                RemoteMetadataCommand::Dump {
-                    bootstrap,
-                    topic,
-                    timeout_secs,
-                    command_config,
-                },
-        } => with_security(command_config.as_deref(), |security| {
+            command: RemoteMetadataCommand::Dump(args),
+        } => args.run(|source, topic, timeout| {
             remote_metadata_dump(cli::remote_metadata::DumpRequest {
-                bootstrap,
+                source,
                 topic,
-                security,
-                timeout: std::time::Duration::from_secs(timeout_secs),
+                timeout,
             })
         }),
         Command::RemoteMetadata {
-            command:
-                RemoteMetadataCommand::WormHeads {
-                    bootstrap,
-                    topic,
-                    timeout_secs,
-                    command_config,
-                },
-        } => with_security(command_config.as_deref(), |security| {
+            command: RemoteMetadataCommand::WormHeads(args),
+        } => args.run(|source, topic, timeout| {
             worm_heads(cli::worm_heads::HeadsRequest {
-                bootstrap,
+                source,
                 topic,
-                security,
-                timeout: std::time::Duration::from_secs(timeout_secs),
+                timeout,
             })
         }),
         Command::Recover {

@@ -175,6 +175,26 @@ impl Cluster {
             .await
     }
 
+    /// The partition count fixed for `log`, or `None` when no broker has
+    /// opened it yet; reads only.
+    ///
+    /// # Errors
+    ///
+    /// [`ClusterError::Database`] / [`ClusterError::Unavailable`].
+    pub async fn event_log_partition_count(&self, log: &str) -> Result<Option<i32>, ClusterError> {
+        self.db
+            .run("event_log_partition_count", async |conn| {
+                let row = conn
+                    .query_opt(
+                        "SELECT partitions FROM event_log_partitions WHERE log = $1",
+                        &[&log],
+                    )
+                    .await?;
+                Ok::<Option<i32>, OpError>(row.map(|r| r.get(0)))
+            })
+            .await
+    }
+
     /// Appends `events` (each with its shard) as one transaction and
     /// returns their offsets in the order given; events of one shard take
     /// consecutive offsets in that order. Nothing is appended unless all is.

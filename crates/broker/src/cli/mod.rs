@@ -18,6 +18,7 @@ pub mod command_config;
 pub mod configs;
 pub mod consume;
 pub mod group;
+pub mod metadata_source;
 pub mod produce;
 pub mod remote_metadata;
 pub mod tier;

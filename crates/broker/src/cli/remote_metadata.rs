@@ -12,15 +12,20 @@
 //!
 //! Connecting creates the metadata topic when it is absent, as every
 //! [`KafkaMetadataEventLog`] does; on a cluster that never tiered anything
-//! the dump is then simply empty.
+//! the dump is then simply empty. In cluster mode the metadata is not a
+//! topic but event logs in the cluster database, which `--database-url`
+//! reads instead ([`MetadataSource`]).
+//!
+//! [`KafkaMetadataEventLog`]: krabka_remote_storage_topic::KafkaMetadataEventLog
 
 use {
+    super::metadata_source::{self, MetadataSource, OpenError},
     krabka_remote_storage::{
         RemoteLogMetadataManager, RemoteStorageError, RlmmCacheDump, TopicIdPartition,
     },
     krabka_remote_storage_topic::{
-        KafkaMetadataEventLog, KafkaMetadataEventLogConfig, MetadataEventLog, MetadataLogError,
-        TopicBasedRemoteLogMetadataManager, TopicBasedRlmmConfig, serde::RemoteLogMetadataSerde,
+        MetadataEventLog, MetadataLogError, TopicBasedRemoteLogMetadataManager,
+        TopicBasedRlmmConfig, serde::RemoteLogMetadataSerde,
     },
     std::{
         collections::BTreeSet,
@@ -33,12 +38,10 @@ use {
 /// What `krabka remote-metadata dump` was asked for.
 #[derive(Debug, Clone)]
 pub struct DumpRequest {
-    /// `host:port` of a broker of the cluster.
-    pub bootstrap: String,
+    /// Where the metadata is read.
+    pub source: MetadataSource,
     /// Only partitions of this topic; every topic when `None`.
     pub topic: Option<String>,
-    /// TLS and SASL of the connections (`--command-config`).
-    pub security: super::command_config::ClientSecurity,
     /// How long to wait for the metadata to be read.
     pub timeout: Duration,
 }
@@ -53,8 +56,11 @@ pub enum DumpError {
     #[error("remote log metadata manager: {0}")]
     Manager(#[from] RemoteStorageError),
     /// The cluster did not answer within the timeout.
-    #[error("could not reach the cluster at {0} in time")]
+    #[error("could not reach {0} in time")]
     Unreachable(String),
+    /// The cluster database could not be read.
+    #[error("cannot read the cluster database: {0}")]
+    Database(krabka_cluster::ClusterError),
     /// A partition's metadata was not caught up within the timeout.
     #[error("timed out waiting for the metadata of {0} to be read")]
     NotReady(String),
@@ -108,27 +114,40 @@ pub async fn discover_partitions(
 /// [`DumpError`] when the cluster cannot be reached, the topic cannot be
 /// read, or the metadata is not caught up within `request.timeout`.
 pub async fn dump(request: &DumpRequest) -> Result<RlmmCacheDump, DumpError> {
-    let mut config = KafkaMetadataEventLogConfig::new(vec![request.bootstrap.clone()]);
-    config.delivery_timeout = request.timeout;
-    request.security.apply(&mut config.client.connection);
-    let log = Arc::new(
-        tokio::time::timeout(request.timeout, KafkaMetadataEventLog::connect(config))
-            .await
-            .map_err(|_| DumpError::Unreachable(request.bootstrap.clone()))??,
-    );
+    let opened = metadata_source::open(&request.source, request.timeout)
+        .await
+        .map_err(|e| match e {
+            OpenError::Unreachable(what) => DumpError::Unreachable(what),
+            OpenError::Log(e) => DumpError::Log(e),
+            OpenError::Database(e) => DumpError::Database(e),
+        })?;
+    let Some(log) = opened.log() else {
+        return Ok(RlmmCacheDump {
+            partitions: Vec::new(),
+        });
+    };
+    let result = dump_log(log, request).await;
+    opened.close().await;
+    result
+}
+
+/// [`dump`] of an opened log.
+async fn dump_log(
+    log: Arc<dyn MetadataEventLog>,
+    request: &DumpRequest,
+) -> Result<RlmmCacheDump, DumpError> {
     let partitions = tokio::time::timeout(
         request.timeout,
         discover_partitions(log.as_ref(), request.topic.as_deref()),
     )
     .await
     .map_err(|_| DumpError::NotReady("the metadata topic".to_owned()))??;
-    let shared: Arc<dyn MetadataEventLog> = log.clone();
     let runtime = Handle::current();
     let timeout = request.timeout;
     // The SPI is synchronous and blocks its thread.
-    let result = krabka_broker::blocking::run(move || {
+    krabka_broker::blocking::run(move || {
         let rlmm = TopicBasedRemoteLogMetadataManager::new(
-            shared,
+            log,
             runtime,
             TopicBasedRlmmConfig {
                 consume_wait: timeout,
@@ -142,9 +161,7 @@ pub async fn dump(request: &DumpRequest) -> Result<RlmmCacheDump, DumpError> {
         Ok(dumped)
     })
     .await
-    .map_err(|e| DumpError::Task(e.to_string()))?;
-    log.close().await;
-    result
+    .map_err(|e| DumpError::Task(e.to_string()))?
 }
 
 fn collect(

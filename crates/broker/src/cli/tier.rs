@@ -17,7 +17,9 @@
 
 use {
     super::{
-        CliError, Common, Format, Table, human_bytes, print_json,
+        CliError, Common, Format, Table, human_bytes,
+        metadata_source::MetadataSource,
+        print_json,
         remote_metadata::{DumpRequest, dump},
         timefmt::format_millis,
     },
@@ -162,19 +164,21 @@ pub async fn run(args: TierArgs) -> Result<(), CliError> {
     // would otherwise create it on a cluster that never tiered anything.
     let remote = if !tiered.is_empty() && meta.topics.contains_key("__remote_log_metadata") {
         let request = DumpRequest {
-            bootstrap: common
-                .bootstrap
-                .split(',')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_owned(),
+            source: MetadataSource::Broker {
+                bootstrap: common
+                    .bootstrap
+                    .split(',')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
+                security: common.security()?,
+            },
             topic: if tiered.len() == 1 {
                 tiered.first().cloned()
             } else {
                 None
             },
-            security: common.security()?,
             timeout: common.timeout(),
         };
         Some(dump(&request).await.map_err(|e| match e {

@@ -7,21 +7,19 @@
 //! Reading needs only `READ` on the metadata topic (bounded range reads).
 
 use {
+    super::metadata_source::{self, MetadataSource},
     krabka_broker::remote::worm::latest_chain_heads,
     krabka_remote_storage::WormChainRecord,
-    krabka_remote_storage_topic::{KafkaMetadataEventLog, KafkaMetadataEventLogConfig},
     std::time::Duration,
 };
 
 /// What `krabka remote-metadata worm-heads` was asked for.
 #[derive(Debug, Clone)]
 pub struct HeadsRequest {
-    /// `host:port` of a broker of the cluster.
-    pub bootstrap: String,
+    /// Where the metadata is read.
+    pub source: MetadataSource,
     /// Only partitions of this topic; every topic when `None`.
     pub topic: Option<String>,
-    /// TLS and SASL of the connections (`--command-config`).
-    pub security: super::command_config::ClientSecurity,
     /// How long to wait for the cluster and the reads.
     pub timeout: Duration,
 }
@@ -30,29 +28,23 @@ pub struct HeadsRequest {
 ///
 /// # Errors
 ///
-/// A message saying whether the cluster was unreachable or the topic could
-/// not be read in time.
+/// A message saying whether the cluster was unreachable or the metadata
+/// could not be read in time.
 pub async fn heads(request: &HeadsRequest) -> Result<Vec<WormChainRecord>, String> {
-    let mut config = KafkaMetadataEventLogConfig::new(vec![request.bootstrap.clone()]);
-    config.delivery_timeout = request.timeout;
-    request.security.apply(&mut config.client.connection);
-    let log = tokio::time::timeout(request.timeout, KafkaMetadataEventLog::connect(config))
+    let opened = metadata_source::open(&request.source, request.timeout)
         .await
-        .map_err(|_| {
-            format!(
-                "could not reach the cluster at {} in time",
-                request.bootstrap
-            )
-        })?
-        .map_err(|e| format!("cannot read the remote log metadata topic: {e}"))?;
+        .map_err(|e| e.to_string())?;
+    let Some(log) = opened.log() else {
+        return Ok(Vec::new());
+    };
     let result = tokio::time::timeout(
         request.timeout,
-        latest_chain_heads(&log, request.topic.as_deref()),
+        latest_chain_heads(log.as_ref(), request.topic.as_deref()),
     )
     .await
-    .map_err(|_| "timed out reading the remote log metadata topic".to_owned())
-    .and_then(|r| r.map_err(|e| format!("cannot read the remote log metadata topic: {e}")));
-    log.close().await;
+    .map_err(|_| "timed out reading the remote log metadata".to_owned())
+    .and_then(|r| r.map_err(|e| format!("cannot read the remote log metadata: {e}")));
+    opened.close().await;
     result
 }
 

@@ -24,6 +24,10 @@
 //!   a partition whose assignment was removed.
 //! * **Range reads** page through one partition and stop with an error
 //!   when it ends short of the range.
+//! * **Read-only views** ([`DbMetadataEventLog::read_only`]) are for the
+//!   operator commands (`krabka remote-metadata dump --database-url`),
+//!   which read the log while no broker, or every broker, is up, and write
+//!   nothing.
 //!
 //! The partition count is fixed in the database by the first broker that
 //! opens the log (its `remote.log.metadata.topic.num.partitions`), as a
@@ -36,7 +40,7 @@ use {
     async_trait::async_trait,
     bytes::Bytes,
     krabka_cluster::{
-        ClusterError, Fence,
+        Cluster, ClusterError, Fence,
         events::{Event, NewEvent},
     },
     krabka_remote_storage_topic::{
@@ -65,7 +69,10 @@ pub struct DbMetadataEventLog {
 }
 
 struct Shared {
-    node: Arc<ClusterNode>,
+    cluster: Cluster,
+    /// The broker whose registration fences appends; `None` in a read-only
+    /// view, which refuses them.
+    writer: Option<Arc<ClusterNode>>,
     partition_count: i32,
     runtime: Handle,
     /// Bumped by every append this broker makes or hears of.
@@ -117,8 +124,8 @@ impl DbMetadataEventLog {
         let runtime = Handle::try_current().map_err(|_| {
             MetadataLogError::Other("the metadata log needs a tokio runtime".into())
         })?;
-        let fixed = node
-            .cluster()
+        let cluster = node.cluster().clone();
+        let fixed = cluster
             .event_log_partitions(REMOTE_LOG_METADATA_TOPIC, partitions)
             .await
             .map_err(|e| transport(&e))?;
@@ -130,24 +137,53 @@ impl DbMetadataEventLog {
                  fixed; using the cluster's"
             );
         }
-        let partitions = fixed;
+        Ok(Self::over(cluster, Some(node), fixed, runtime))
+    }
+
+    /// A view of `cluster`'s metadata log that reads and never writes, for
+    /// the operator commands: `None` when no broker ever opened the log (so
+    /// nothing was ever tiered). Subscriptions run on the current runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataLogError::Other`] outside a tokio runtime,
+    /// [`MetadataLogError::Transport`] when the database cannot be read.
+    pub async fn read_only(cluster: Cluster) -> Result<Option<Self>, MetadataLogError> {
+        let runtime = Handle::try_current().map_err(|_| {
+            MetadataLogError::Other("the metadata log needs a tokio runtime".into())
+        })?;
+        let count = cluster
+            .event_log_partition_count(REMOTE_LOG_METADATA_TOPIC)
+            .await
+            .map_err(|e| transport(&e))?;
+        Ok(count.map(|count| Self::over(cluster, None, count, runtime)))
+    }
+
+    /// The log of `partitions` partitions, listening for appends.
+    fn over(
+        cluster: Cluster,
+        writer: Option<Arc<ClusterNode>>,
+        partitions: i32,
+        runtime: Handle,
+    ) -> Self {
         let appended = Arc::new(watch::Sender::new(0_u64));
         let waking = Arc::clone(&appended);
         let watcher = {
             let _entered = runtime.enter();
-            node.cluster().watch_event_appends(Arc::new(move |_shards| {
+            cluster.watch_event_appends(Arc::new(move |_shards| {
                 waking.send_modify(|n| *n = n.wrapping_add(1));
             }))
         };
-        Ok(Self {
+        Self {
             shared: Arc::new(Shared {
-                node,
+                cluster,
+                writer,
                 partition_count: partitions,
                 runtime,
                 appended,
                 watcher,
             }),
-        })
+        }
     }
 }
 
@@ -167,15 +203,17 @@ impl Shared {
         for (partition, _) in &events {
             self.check(*partition)?;
         }
-        let lease = self.node.broker_lease().ok_or_else(|| {
+        let writer = self.writer.as_ref().ok_or_else(|| {
+            MetadataLogError::Other("a read-only view of the remote log metadata".into())
+        })?;
+        let lease = writer.broker_lease().ok_or_else(|| {
             MetadataLogError::Transport(
                 "this broker's cluster registration has lapsed; not writing remote log metadata"
                     .into(),
             )
         })?;
         let offsets = self
-            .node
-            .cluster()
+            .cluster
             .append_event_group(&Fence::Broker(lease), &events)
             .await
             .map_err(|e| transport(&e))?;
@@ -253,8 +291,7 @@ impl MetadataEventLog for DbMetadataEventLog {
 
     async fn high_water_marks(&self) -> Result<Vec<i64>, MetadataLogError> {
         self.shared
-            .node
-            .cluster()
+            .cluster
             .event_log_heads(self.shared.partition_count)
             .await
             .map_err(|e| transport(&e))
@@ -272,8 +309,7 @@ impl MetadataEventLog for DbMetadataEventLog {
         while offset < end {
             let page = self
                 .shared
-                .node
-                .cluster()
+                .cluster
                 .read_event_pages(&[(partition, offset)], PAGE)
                 .await
                 .map_err(|e| transport(&e))?;
@@ -316,7 +352,7 @@ async fn follow(
             let from: Vec<(i32, i64)> = positions.iter().map(|&(p, _, o)| (p, o)).collect();
             let generations: HashMap<i32, u64> =
                 positions.iter().map(|&(p, g, _)| (p, g)).collect();
-            match shared.node.cluster().read_event_pages(&from, PAGE).await {
+            match shared.cluster.read_event_pages(&from, PAGE).await {
                 Ok(page) if !page.is_empty() => {
                     let mut next: HashMap<i32, i64> = HashMap::new();
                     for (partition, event) in page {
@@ -508,5 +544,47 @@ mod tests {
         let fenced = writer.publish(0, Bytes::from_static(b"late")).await;
         check!(matches!(fenced, Err(MetadataLogError::Transport(ref m)) if m.contains("fenced")));
         check!(reader.high_water_marks().await.unwrap()[0] == 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_only_view_reads_what_brokers_wrote_and_writes_nothing() {
+        let Some(db) = TestDatabase::create().await else {
+            return;
+        };
+        let cluster = || async {
+            krabka_cluster::Cluster::connect(&DatabaseConfig::new(db.url()))
+                .await
+                .expect("connect")
+        };
+        // No broker opened the log: nothing was tiered, there is no view.
+        check!(
+            DbMetadataEventLog::read_only(cluster().await)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let one = join(&db, 1).await;
+        let writer = DbMetadataEventLog::open(Arc::clone(&one), 2).await.unwrap();
+        writer
+            .publish(1, Bytes::from_static(b"segment"))
+            .await
+            .unwrap();
+        let view = DbMetadataEventLog::read_only(cluster().await)
+            .await
+            .unwrap()
+            .expect("a view once a broker opened the log");
+        check!(view.partition_count() == 2);
+        check!(view.high_water_marks().await.unwrap() == vec![0, 1]);
+        let mut seen = Vec::new();
+        view.visit_range(1, 0, 1, &mut |r| {
+            seen.push(r.payload);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        check!(seen == vec![Bytes::from_static(b"segment")]);
+        let refused = view.publish(1, Bytes::from_static(b"no")).await;
+        check!(matches!(refused, Err(MetadataLogError::Other(ref m)) if m.contains("read-only")));
+        check!(view.high_water_marks().await.unwrap() == vec![0, 1]);
     }
 }
