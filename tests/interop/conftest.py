@@ -288,6 +288,30 @@ def cluster_factory(broker_factory):
         }
         settings.update(CLUSTER_LEASE)
         settings.update(overrides or {})
-        return broker_factory(settings, start=start)
+        broker = broker_factory(settings, start=start)
+        if start:
+            wait_registered(url, node, broker)
+        return broker
 
     return make
+
+
+def wait_registered(url, node, broker, timeout=30):
+    """Until `broker` holds `node`'s registration in the cluster database.
+    Its port accepts connections once bound, which is before it joins the
+    cluster, so a test that starts another broker right after could
+    otherwise race the first one's registration."""
+    address = "127.0.0.1:%d" % broker.port
+    deadline = time.time() + timeout
+    while True:
+        try:
+            rows = sql(url, "SELECT listeners FROM brokers WHERE node_id = %d" % int(node))
+        except subprocess.CalledProcessError:
+            rows = []  # the schema is not there yet
+        if rows and address in rows[0][0]:
+            return
+        if not broker.alive():
+            raise RuntimeError("broker %d exited before registering:\n%s" % (node, broker.log()))
+        if time.time() >= deadline:
+            raise RuntimeError("broker %d did not register within %ss:\n%s" % (node, timeout, broker.log()))
+        time.sleep(0.05)

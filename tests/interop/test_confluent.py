@@ -19,7 +19,7 @@ from helpers import (
     create_topic,
     make_records,
     produce_confluent,
-    stored_codecs,
+    stored_batches,
     wait_for,
 )
 
@@ -64,7 +64,14 @@ def test_produce_and_consume_100k_byte_identical(broker, codec):
     assert len(got) == len(records)
     assert [m.offset() for m in got] == list(range(len(records)))
     assert as_tuples(got) == [(k, v, h) for k, v, h in records]
-    assert stored_codecs(broker.data_dir, topic) == {codec}
+    # librdkafka sends a batch uncompressed when compressing would not shrink
+    # it, which happens to the batch of a record or two a loaded machine
+    # can cut: judge the batches of some size (most of the 100k records).
+    batches = stored_batches(broker.data_dir, topic)
+    ends = [base for base, _, _ in batches[1:]] + [len(records)]
+    sized = [(end - base, c) for (base, c, _), end in zip(batches, ends)]
+    assert {c for n, c in sized if n >= 16} == {codec}, sized
+    assert sum(n for n, c in sized if c == codec) >= 0.9 * len(records), sized
 
 
 def test_idempotent_producer_acks_all(broker):
