@@ -624,7 +624,28 @@ fn for_old_fetch_version(broker: &Broker, version: i16, slots: &[Slot], outcomes
                 Outcome::Failed(ResponseError::UnknownServerError.code(), Some(read.offsets));
             continue;
         };
-        match convert::for_fetch_version(version, compression, records) {
+        let converted =
+            convert::for_fetch_version(version, compression, records).and_then(|records| {
+                if version >= convert::V2_MIN_FETCH_VERSION {
+                    return Ok(records);
+                }
+                let downconversion = crate::topics::config::resolve_topic(
+                    &broker.config,
+                    &broker.registry,
+                    &meta.configs,
+                    "message.downconversion.enable",
+                )
+                .value
+                .is_none_or(|v| v.eq_ignore_ascii_case("true"));
+                convert::to_message_format(
+                    version,
+                    downconversion,
+                    slot.wanted.fetch_offset,
+                    slot.wanted.max_bytes,
+                    &records,
+                )
+            });
+        match converted {
             Ok(records) => read.records = Records::Bytes(records),
             Err(code) => *outcome = Outcome::Failed(code, Some(read.offsets)),
         }
