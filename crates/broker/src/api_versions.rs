@@ -210,10 +210,11 @@ pub const APIS: &[Api] = &[
     api!(DeleteTopics, 1..=6, InOrder).with_legacy(0, legacy::delete_topics::decode),
     api!(DeleteRecords, 0..=2, InOrder),
     api!(InitProducerId, 0..=5, InOrder),
-    api!(OffsetForLeaderEpoch, 2..=4, Concurrent),
+    api!(OffsetForLeaderEpoch, 2..=4, Concurrent)
+        .with_legacy(0, legacy::offset_for_leader_epoch::decode),
     api!(DescribeConfigs, 1..=4, Concurrent).with_legacy(0, legacy::describe_configs::decode),
     api!(AlterConfigs, 0..=2, InOrder),
-    api!(DescribeLogDirs, 1..=4, Concurrent),
+    api!(DescribeLogDirs, 1..=4, Concurrent).with_legacy(0, legacy::describe_log_dirs::decode),
     api!(CreatePartitions, 0..=3, InOrder),
     api!(IncrementalAlterConfigs, 0..=1, InOrder),
     api!(DescribeCluster, 0..=2, Concurrent),
@@ -444,7 +445,9 @@ mod tests {
                     (ApiKey::ListOffsets, 0),
                     (ApiKey::CreateTopics, 0),
                     (ApiKey::DeleteTopics, 0),
+                    (ApiKey::OffsetForLeaderEpoch, 0),
                     (ApiKey::DescribeConfigs, 0),
+                    (ApiKey::DescribeLogDirs, 0),
                     (ApiKey::OffsetCommit, 0),
                     (ApiKey::OffsetFetch, 0),
                 ]

@@ -612,6 +612,12 @@ fn for_old_fetch_version(broker: &Broker, version: i16, slots: &[Slot], outcomes
             TopicRef::Id(id) => broker.registry.by_id(*id),
         };
         let Some(meta) = meta else {
+            // A client of these versions must never be sent v2 batches.
+            if version < convert::V2_MIN_FETCH_VERSION {
+                let offsets = read.offsets;
+                *outcome =
+                    Outcome::Failed(ResponseError::UnknownTopicOrPartition.code(), Some(offsets));
+            }
             continue;
         };
         let compression =

@@ -24,18 +24,21 @@
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_configs;
+pub mod describe_log_dirs;
 pub mod fetch;
 pub mod list_offsets;
 pub mod offset_commit;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod wire;
 
 use {
     bytes::BytesMut,
     kafka_protocol::messages::{
-        ApiKey, CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse, FetchResponse,
-        ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse, ProduceResponse,
+        ApiKey, CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse,
+        DescribeLogDirsResponse, FetchResponse, ListOffsetsResponse, OffsetCommitResponse,
+        OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
     },
     std::any::Any,
 };
@@ -103,6 +106,15 @@ pub fn encode_body<R: Any>(
         ApiKey::DescribeConfigs => body
             .downcast_ref::<DescribeConfigsResponse>()
             .map(|r| describe_configs::encode(r, buf)),
+        ApiKey::OffsetForLeaderEpoch => body
+            .downcast_ref::<OffsetForLeaderEpochResponse>()
+            .map(|r| offset_for_leader_epoch::encode(r, version, buf)),
+        ApiKey::DescribeLogDirs => {
+            return body
+                .downcast_ref::<DescribeLogDirsResponse>()
+                .ok_or(missing)
+                .and_then(|r| describe_log_dirs::encode(r, buf));
+        }
         _ => None,
     }
     .ok_or(missing)

@@ -9,13 +9,15 @@ use {
     bytes::{BufMut, Bytes, BytesMut},
     kafka_protocol::{
         messages::{
-            OffsetCommitResponse, OffsetFetchRequest, ProduceRequest, TopicName,
+            DescribeLogDirsRequest, OffsetCommitResponse, OffsetFetchRequest,
+            OffsetForLeaderEpochResponse, ProduceRequest, TopicName,
             create_topics_response::CreatableTopicResult,
             delete_topics_response::DeletableTopicResult,
             describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult},
             fetch_response::{FetchableTopicResponse, PartitionData},
             list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse},
             offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
+            offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult},
             produce_response::{PartitionProduceResponse, TopicProduceResponse},
         },
         protocol::{Decodable, Encodable, StrBytes},
@@ -417,6 +419,58 @@ fn describe_configs_v0() {
                 1, b'1', 0, 1, 0
             ]
     );
+}
+
+#[test]
+fn offset_for_leader_epoch_v0_and_v1() {
+    let mut b = BytesMut::new();
+    b.put_i32(1);
+    string(&mut b, "t");
+    b.put_i32(1);
+    b.put_i32(2);
+    b.put_i32(5);
+    let body = b.freeze();
+    for version in 0..=1 {
+        let Request::OffsetForLeaderEpoch(r) =
+            offset_for_leader_epoch::decode(&mut body.clone(), version).unwrap()
+        else {
+            panic!()
+        };
+        let p = &r.topics[0].partitions[0];
+        check!((p.partition, p.leader_epoch, p.current_leader_epoch) == (2, 5, -1));
+        refuses_every_truncation(offset_for_leader_epoch::decode, &body, version);
+    }
+    let mut p = EpochEndOffset::default();
+    p.partition = 2;
+    p.leader_epoch = 5;
+    p.end_offset = 100;
+    let mut t = OffsetForLeaderTopicResult::default();
+    t.topic = TopicName(StrBytes::from_static_str("t"));
+    t.partitions.push(p);
+    let mut resp = OffsetForLeaderEpochResponse::default();
+    resp.topics.push(t);
+    let body = |v| {
+        let mut b = BytesMut::new();
+        offset_for_leader_epoch::encode(&resp, v, &mut b);
+        b.to_vec()
+    };
+    let head = [0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 0, 0, 2];
+    let end = [0, 0, 0, 0, 0, 0, 0, 100];
+    check!(body(0) == [&head[..], &end].concat());
+    check!(body(1) == [&head[..], &[0, 0, 0, 5], &end].concat());
+}
+
+#[test]
+fn describe_log_dirs_v0_is_v1() {
+    let mut b = BytesMut::new();
+    b.put_i32(-1);
+    let body = b.freeze();
+    let Request::DescribeLogDirs(r) = describe_log_dirs::decode(&mut body.clone(), 0).unwrap()
+    else {
+        panic!()
+    };
+    check!(r == DescribeLogDirsRequest::decode(&mut body.clone(), 1).unwrap());
+    refuses_every_truncation(describe_log_dirs::decode, &body, 0);
 }
 
 #[test]
