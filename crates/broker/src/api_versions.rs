@@ -13,12 +13,15 @@
 //!
 //! Ranges are as wide as `kafka-protocol` 0.18 decodes and the handlers
 //! implement, so librdkafka 2.x, kafka-python and the Java client 3.x/4.x all
-//! find a common version.
+//! find a common version. Below them, some rows name the older versions
+//! Kafka 3.9 served and Kafka 4 removed (KIP-896) with their own decoder
+//! ([`Legacy`], [`crate::network::legacy`]); those are served and advertised
+//! only with `krabka.legacy.protocol.enable` ([`Served::WithLegacy`]).
 
 use {
     crate::{
         coordinator::{group::wire::GroupRequest, txn::wire::TxnRequest},
-        network::codec::Request,
+        network::{codec::Request, legacy},
         security::admin::SecurityRequest,
     },
     bytes::Bytes,
@@ -43,6 +46,44 @@ pub enum Order {
     Concurrent,
 }
 
+/// Which request versions the broker serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Served {
+    /// What Kafka 4 serves (the default).
+    #[default]
+    Kafka4,
+    /// Also the versions Kafka 3.9 served and Kafka 4 removed
+    /// (`krabka.legacy.protocol.enable`).
+    WithLegacy,
+}
+
+impl Served {
+    /// The versions `krabka.legacy.protocol.enable` = `enabled` serves.
+    #[must_use]
+    pub fn from_setting(enabled: bool) -> Self {
+        if enabled {
+            Self::WithLegacy
+        } else {
+            Self::Kafka4
+        }
+    }
+}
+
+/// Decodes a body of one API at one version into the request the
+/// dispatcher handles; the error is the decoder's message.
+pub type Decoder = fn(&mut Bytes, i16) -> Result<Request, String>;
+
+/// The versions of an API below what Kafka 4 serves that Kafka 3.9 served,
+/// decoded by hand onto the same request type (see
+/// [`crate::network::legacy`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Legacy {
+    /// The oldest legacy version (the newest is the row's `min` - 1).
+    pub min: i16,
+    /// Decodes a body at a version within `min..row.min`.
+    pub decode: Decoder,
+}
+
 /// One implemented API.
 #[derive(Debug, Clone, Copy)]
 pub struct Api {
@@ -56,14 +97,52 @@ pub struct Api {
     pub order: Order,
     /// Decodes a body of this API at a version within `min..=max` into the
     /// request the dispatcher handles; the error is the decoder's message.
-    pub decode: fn(&mut Bytes, i16) -> Result<Request, String>,
+    pub decode: Decoder,
+    /// The older versions served with `krabka.legacy.protocol.enable`.
+    pub legacy: Option<Legacy>,
 }
 
 impl Api {
-    /// Whether `version` is within this API's range.
+    /// This row with legacy versions from `min`, decoded by `decode`.
+    const fn with_legacy(mut self, min: i16, decode: Decoder) -> Self {
+        self.legacy = Some(Legacy { min, decode });
+        self
+    }
+
+    /// Whether `version` is within this API's range (what Kafka 4 serves).
     #[must_use]
     pub fn serves(&self, version: i16) -> bool {
         (self.min..=self.max).contains(&version)
+    }
+
+    /// The oldest version served.
+    #[must_use]
+    pub fn min_served(&self, served: Served) -> i16 {
+        match (served, self.legacy) {
+            (Served::WithLegacy, Some(legacy)) => legacy.min,
+            _ => self.min,
+        }
+    }
+
+    /// The decoder of `version`, if it is served.
+    #[must_use]
+    pub fn decoder(&self, version: i16, served: Served) -> Option<Decoder> {
+        if self.serves(version) {
+            return Some(self.decode);
+        }
+        match (served, self.legacy) {
+            (Served::WithLegacy, Some(legacy)) if (legacy.min..self.min).contains(&version) => {
+                Some(legacy.decode)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `version` is one of the legacy versions (served or not).
+    #[must_use]
+    pub fn is_legacy(&self, version: i16) -> bool {
+        self.legacy
+            .is_some_and(|legacy| (legacy.min..self.min).contains(&version))
     }
 }
 
@@ -80,6 +159,7 @@ macro_rules! api {
             min: $min,
             max: $max,
             order: Order::$order,
+            legacy: None,
             decode: |buf, version| Ok(Request::$key(body(buf, version)?)),
         }
     };
@@ -89,6 +169,7 @@ macro_rules! api {
             min: $min,
             max: $max,
             order: Order::$order,
+            legacy: None,
             decode: |buf, version| Ok(Request::Group(GroupRequest::$key(body(buf, version)?))),
         }
     };
@@ -98,6 +179,7 @@ macro_rules! api {
             min: $min,
             max: $max,
             order: Order::$order,
+            legacy: None,
             decode: |buf, version| Ok(Request::Txn(TxnRequest::$key(body(buf, version)?))),
         }
     };
@@ -107,6 +189,7 @@ macro_rules! api {
             min: $min,
             max: $max,
             order: Order::$order,
+            legacy: None,
             decode: |buf, version| {
                 Ok(Request::Security(SecurityRequest::$key(body(
                     buf, version,
@@ -118,19 +201,20 @@ macro_rules! api {
 
 /// Every implemented API.
 pub const APIS: &[Api] = &[
-    api!(Produce, 3..=13, InOrder),
-    api!(Fetch, 4..=18, Concurrent),
-    api!(ListOffsets, 1..=10, Concurrent),
+    api!(Produce, 3..=13, InOrder).with_legacy(0, legacy::produce::decode),
+    api!(Fetch, 4..=18, Concurrent).with_legacy(0, legacy::fetch::decode),
+    api!(ListOffsets, 1..=10, Concurrent).with_legacy(0, legacy::list_offsets::decode),
     api!(Metadata, 0..=13, Concurrent),
     api!(ApiVersions, 0..=4, Concurrent),
-    api!(CreateTopics, 2..=7, InOrder),
-    api!(DeleteTopics, 1..=6, InOrder),
+    api!(CreateTopics, 2..=7, InOrder).with_legacy(0, legacy::create_topics::decode),
+    api!(DeleteTopics, 1..=6, InOrder).with_legacy(0, legacy::delete_topics::decode),
     api!(DeleteRecords, 0..=2, InOrder),
     api!(InitProducerId, 0..=5, InOrder),
-    api!(OffsetForLeaderEpoch, 2..=4, Concurrent),
-    api!(DescribeConfigs, 1..=4, Concurrent),
+    api!(OffsetForLeaderEpoch, 2..=4, Concurrent)
+        .with_legacy(0, legacy::offset_for_leader_epoch::decode),
+    api!(DescribeConfigs, 1..=4, Concurrent).with_legacy(0, legacy::describe_configs::decode),
     api!(AlterConfigs, 0..=2, InOrder),
-    api!(DescribeLogDirs, 1..=4, Concurrent),
+    api!(DescribeLogDirs, 1..=4, Concurrent).with_legacy(0, legacy::describe_log_dirs::decode),
     api!(CreatePartitions, 0..=3, InOrder),
     api!(IncrementalAlterConfigs, 0..=1, InOrder),
     api!(DescribeCluster, 0..=2, Concurrent),
@@ -146,8 +230,8 @@ pub const APIS: &[Api] = &[
     api!(group SyncGroup, 0..=5, InOrder),
     api!(group Heartbeat, 0..=4, InOrder),
     api!(group LeaveGroup, 0..=5, InOrder),
-    api!(group OffsetCommit, 2..=9, InOrder),
-    api!(group OffsetFetch, 1..=9, InOrder),
+    api!(group OffsetCommit, 2..=9, InOrder).with_legacy(0, legacy::offset_commit::decode),
+    api!(group OffsetFetch, 1..=9, InOrder).with_legacy(0, legacy::offset_fetch::decode),
     api!(group OffsetDelete, 0..=0, InOrder),
     api!(group ListGroups, 0..=5, InOrder),
     api!(group DescribeGroups, 0..=6, InOrder),
@@ -208,9 +292,10 @@ pub fn must_run_in_order(api: ApiKey) -> bool {
     lookup(api).is_none_or(|row| row.order == Order::InOrder)
 }
 
-/// The `ApiVersions` answer with `error_code` (0, or 35 UNSUPPORTED_VERSION).
+/// The `ApiVersions` answer with `error_code` (0, or 35 UNSUPPORTED_VERSION)
+/// for a broker serving `served`.
 #[must_use]
-pub fn response(error_code: i16) -> ApiVersionsResponse {
+pub fn response(error_code: i16, served: Served) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
     response.error_code = error_code;
     response.api_keys = APIS
@@ -219,9 +304,9 @@ pub fn response(error_code: i16) -> ApiVersionsResponse {
             let mut v = ApiVersion::default();
             v.api_key = row.key as i16;
             v.min_version = if row.key == ApiKey::Produce {
-                PRODUCE_ADVERTISED_MIN
+                PRODUCE_ADVERTISED_MIN.min(row.min_served(served))
             } else {
-                row.min
+                row.min_served(served)
             };
             v.max_version = row.max;
             v
@@ -252,7 +337,7 @@ mod tests {
 
     #[test]
     fn advertises_exactly_the_table() {
-        let r = response(0);
+        let r = response(0, Served::Kafka4);
         check!(r.api_keys.len() == APIS.len());
         for (advertised, row) in r.api_keys.iter().zip(APIS) {
             check!(advertised.api_key == row.key as i16);
@@ -273,7 +358,7 @@ mod tests {
 
     #[test]
     fn produce_is_advertised_from_v0_but_served_from_v3() {
-        let r = response(0);
+        let r = response(0, Served::Kafka4);
         let produce = r
             .api_keys
             .iter()
@@ -342,6 +427,76 @@ mod tests {
                     (ApiKey::AlterUserScramCredentials, 0, 0),
                 ]
         );
+    }
+
+    /// The versions Kafka 3.9 served and Kafka 4 removed (KIP-896) that
+    /// `krabka.legacy.protocol.enable` serves: the oldest of each API.
+    #[test]
+    fn legacy_ranges_are_kafka_3_9s() {
+        let legacy: Vec<(ApiKey, i16)> = APIS
+            .iter()
+            .filter_map(|row| row.legacy.map(|l| (row.key, l.min)))
+            .collect();
+        check!(
+            legacy
+                == vec![
+                    (ApiKey::Produce, 0),
+                    (ApiKey::Fetch, 0),
+                    (ApiKey::ListOffsets, 0),
+                    (ApiKey::CreateTopics, 0),
+                    (ApiKey::DeleteTopics, 0),
+                    (ApiKey::OffsetForLeaderEpoch, 0),
+                    (ApiKey::DescribeConfigs, 0),
+                    (ApiKey::DescribeLogDirs, 0),
+                    (ApiKey::OffsetCommit, 0),
+                    (ApiKey::OffsetFetch, 0),
+                ]
+        );
+        for row in APIS {
+            if let Some(l) = row.legacy {
+                check!(l.min < row.min, "{:?}", row.key);
+                // Below what kafka-protocol decodes: that is why they are here.
+                check!(row.min == row.key.valid_versions().min, "{:?}", row.key);
+            }
+        }
+    }
+
+    #[test]
+    fn legacy_versions_are_served_and_advertised_only_when_enabled() {
+        let fetch = lookup(ApiKey::Fetch).unwrap();
+        check!(fetch.decoder(0, Served::Kafka4).is_none());
+        check!(fetch.decoder(3, Served::WithLegacy).is_some());
+        check!(fetch.decoder(4, Served::Kafka4).is_some());
+        check!(fetch.decoder(-1, Served::WithLegacy).is_none());
+        check!(fetch.is_legacy(3));
+        check!(!fetch.is_legacy(4));
+        let metadata = lookup(ApiKey::Metadata).unwrap();
+        check!(metadata.min_served(Served::WithLegacy) == 0);
+        let advertised = |served| -> Vec<(i16, i16, i16)> {
+            response(0, served)
+                .api_keys
+                .iter()
+                .map(|k| (k.api_key, k.min_version, k.max_version))
+                .collect()
+        };
+        let off = advertised(Served::Kafka4);
+        let on = advertised(Served::WithLegacy);
+        for (row, (off, on)) in APIS.iter().zip(off.iter().zip(&on)) {
+            let min = if row.key == ApiKey::Produce {
+                PRODUCE_ADVERTISED_MIN
+            } else {
+                row.min
+            };
+            check!(*off == (row.key as i16, min, row.max));
+            check!(*on == (row.key as i16, row.min_served(Served::WithLegacy), row.max));
+        }
+        let min_of = |list: &[(i16, i16, i16)], key: ApiKey| {
+            list.iter().find(|k| k.0 == key as i16).unwrap().1
+        };
+        check!(min_of(&off, ApiKey::Fetch) == 4);
+        check!(min_of(&on, ApiKey::Fetch) == 0);
+        check!(min_of(&off, ApiKey::OffsetCommit) == 2);
+        check!(min_of(&on, ApiKey::OffsetCommit) == 0);
     }
 
     #[test]

@@ -160,6 +160,13 @@ impl Broker {
         self.shutdown.send_replace(true);
     }
 
+    /// The request versions this broker serves
+    /// (`krabka.legacy.protocol.enable`).
+    #[must_use]
+    pub fn served(&self) -> crate::api_versions::Served {
+        crate::api_versions::Served::from_setting(self.config.legacy_protocol)
+    }
+
     /// A receiver that becomes `true` when shutdown begins.
     #[must_use]
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {

@@ -36,6 +36,7 @@ pub mod index;
 pub mod leader_epoch;
 mod load;
 mod log;
+pub mod message_set;
 pub mod producer_state;
 pub mod recovery;
 pub mod segment;

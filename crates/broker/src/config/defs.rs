@@ -326,6 +326,13 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "Memory all fetch responses being read, built or sent may hold at once; a fetch waits for its share.",
     ),
     broker(
+        "krabka.legacy.protocol.enable",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Also serve the request versions Kafka 3.9 served and Kafka 4 removed (KIP-896: Produce v0-2, Fetch v0-3, ...), converting message formats v0/v1; off as in Kafka 4.",
+    ),
+    broker(
         "max.incremental.fetch.session.cache.slots",
         Some("1000"),
         ConfigKind::Int {

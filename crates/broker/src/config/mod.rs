@@ -156,6 +156,9 @@ pub struct BrokerConfig {
     pub delete_topic_enable: bool,
     /// `socket.request.max.bytes`.
     pub socket_request_max_bytes: usize,
+    /// `krabka.legacy.protocol.enable`: also serve the request versions
+    /// Kafka 4 removed (KIP-896), see [`crate::network::legacy`].
+    pub legacy_protocol: bool,
     /// The connection and request budgets (`max.connections`, ...).
     pub connections: ConnectionSettings,
     /// `log.retention.check.interval.ms`.
@@ -308,6 +311,7 @@ impl BrokerConfig {
             auto_create_topics: value("auto.create.topics.enable").eq_ignore_ascii_case("true"),
             delete_topic_enable: value("delete.topic.enable").eq_ignore_ascii_case("true"),
             socket_request_max_bytes,
+            legacy_protocol: value("krabka.legacy.protocol.enable").eq_ignore_ascii_case("true"),
             connections,
             retention_check_interval_ms: to_u64("log.retention.check.interval.ms")?,
             cleaner_enable: value("log.cleaner.enable").eq_ignore_ascii_case("true"),

@@ -6,9 +6,17 @@
 //! `compression.type=zstd`, and so does Krabka. Krabka also never hands such
 //! a client a zstd batch a producer chose (`compression.type=producer`): the
 //! records are cut before the first one, and a read that starts with one is
-//! answered with the same error. This is the one place the fetch path
-//! converts records for a request version; it is a separate step so it
-//! stays attached wherever the read itself happens.
+//! answered with the same error.
+//!
+//! Clients of Fetch v0–v3 (served with `krabka.legacy.protocol.enable`)
+//! read message format v0 (Fetch v0–v1) or v1 (v2–v3): their batches are
+//! down-converted ([`to_message_format`]) when the topic's
+//! `message.downconversion.enable` is true, and the partition is answered
+//! UNSUPPORTED_VERSION when it is false, as Kafka 3.9 did.
+//!
+//! This is the one place the fetch path converts records for a request
+//! version; it is a separate step so it stays attached wherever the read
+//! itself happens.
 
 use {
     bytes::Bytes,
@@ -18,6 +26,37 @@ use {
 
 /// The first Fetch version whose clients understand zstd batches.
 pub const ZSTD_MIN_FETCH_VERSION: i16 = 10;
+
+/// The first Fetch version whose clients read v2 batches.
+pub const V2_MIN_FETCH_VERSION: i16 = 4;
+
+/// The records a Fetch of `version` below [`V2_MIN_FETCH_VERSION`] is sent:
+/// `records` (v2 batches read from `fetch_offset`) as messages of the
+/// version's magic, at most `max_bytes` of them but at least one.
+///
+/// # Errors
+///
+/// UNSUPPORTED_VERSION when `downconversion` (the topic's
+/// `message.downconversion.enable`) is false.
+pub fn to_message_format(
+    version: i16,
+    downconversion: bool,
+    fetch_offset: i64,
+    max_bytes: i32,
+    records: &[u8],
+) -> Result<Bytes, i16> {
+    if !downconversion {
+        return Err(ResponseError::UnsupportedVersion.code());
+    }
+    let limit = usize::try_from(max_bytes).unwrap_or(0);
+    let magic = crate::network::legacy::fetch::magic(version);
+    Ok(krabka_log::message_set::from_batches(
+        records,
+        magic,
+        fetch_offset,
+        limit,
+    ))
+}
 
 /// The records a Fetch of `version` may carry, out of `records` read from a
 /// partition whose topic has `compression_type`.

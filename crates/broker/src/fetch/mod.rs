@@ -612,6 +612,12 @@ fn for_old_fetch_version(broker: &Broker, version: i16, slots: &[Slot], outcomes
             TopicRef::Id(id) => broker.registry.by_id(*id),
         };
         let Some(meta) = meta else {
+            // A client of these versions must never be sent v2 batches.
+            if version < convert::V2_MIN_FETCH_VERSION {
+                let offsets = read.offsets;
+                *outcome =
+                    Outcome::Failed(ResponseError::UnknownTopicOrPartition.code(), Some(offsets));
+            }
             continue;
         };
         let compression =
@@ -624,7 +630,28 @@ fn for_old_fetch_version(broker: &Broker, version: i16, slots: &[Slot], outcomes
                 Outcome::Failed(ResponseError::UnknownServerError.code(), Some(read.offsets));
             continue;
         };
-        match convert::for_fetch_version(version, compression, records) {
+        let converted =
+            convert::for_fetch_version(version, compression, records).and_then(|records| {
+                if version >= convert::V2_MIN_FETCH_VERSION {
+                    return Ok(records);
+                }
+                let downconversion = crate::topics::config::resolve_topic(
+                    &broker.config,
+                    &broker.registry,
+                    &meta.configs,
+                    "message.downconversion.enable",
+                )
+                .value
+                .is_none_or(|v| v.eq_ignore_ascii_case("true"));
+                convert::to_message_format(
+                    version,
+                    downconversion,
+                    slot.wanted.fetch_offset,
+                    slot.wanted.max_bytes,
+                    &records,
+                )
+            });
+        match converted {
             Ok(records) => read.records = Records::Bytes(records),
             Err(code) => *outcome = Outcome::Failed(code, Some(read.offsets)),
         }

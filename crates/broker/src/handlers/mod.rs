@@ -144,14 +144,17 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
     } = request;
     let correlation_id = header.correlation_id;
     let encoded = match body {
-        Request::ApiVersions(_) => {
-            encode_response(api_key, version, correlation_id, &api_versions::response(0))
-        }
+        Request::ApiVersions(_) => encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &api_versions::response(0, broker.served()),
+        ),
         Request::ApiVersionsUnsupported => encode_response(
             ApiKey::ApiVersions,
             0,
             correlation_id,
-            &api_versions::response(ResponseError::UnsupportedVersion.code()),
+            &api_versions::response(ResponseError::UnsupportedVersion.code(), broker.served()),
         ),
         Request::Metadata(r) => encode_response(
             api_key,

@@ -7,12 +7,20 @@
 //! each by its row's decoder, and a missing byte is an error that closes
 //! the connection.
 //!
+//! With `krabka.legacy.protocol.enable` ([`Served::WithLegacy`]) the table
+//! also names the versions Kafka 4 removed, which hand-written decoders
+//! read onto the same request types ([`super::legacy`]); an answer at such a
+//! version is written by [`encode_response`] through the legacy encoders.
+//!
 //! `kafka-protocol` 0.18 reserves an array's capacity from the count on the
 //! wire before it reads the elements; the process-wide allocator guard
 //! ([`crate::alloc_guard`]) keeps such a count from aborting the process.
 
 use {
-    crate::api_versions,
+    crate::{
+        api_versions::{self, Served},
+        network::legacy,
+    },
     bytes::{Buf, Bytes, BytesMut},
     kafka_protocol::{
         messages::{
@@ -126,13 +134,13 @@ pub fn peek_correlation_id(frame: &[u8]) -> Option<i32> {
     Some(i32::from_be_bytes(bytes))
 }
 
-/// Decodes one request frame.
+/// Decodes one request frame of a version `served`.
 ///
 /// # Errors
 ///
 /// A [`DecodeError`] for any frame that is not a well-formed request of an
 /// implemented (API, version).
-pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
+pub fn decode_request(mut frame: Bytes, served: Served) -> Result<DecodedRequest, DecodeError> {
     if frame.len() < 8 {
         return Err(DecodeError::Truncated(frame.len()));
     }
@@ -144,7 +152,8 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
         version,
         reason,
     };
-    let Some(row) = api_versions::lookup(api_key).filter(|row| row.serves(version)) else {
+    let Some(decode) = api_versions::lookup(api_key).and_then(|row| row.decoder(version, served))
+    else {
         if api_key == ApiKey::ApiVersions && version > 0 {
             // Newer than we know: the header may have a shape we cannot
             // parse, so take only the fixed fields.
@@ -170,7 +179,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
     let header_version = api_key.request_header_version(version);
     let header = RequestHeader::decode(&mut frame, header_version)
         .map_err(|e| malformed(format!("header: {e}")))?;
-    let body = (row.decode)(&mut frame, version).map_err(malformed)?;
+    let body = decode(&mut frame, version).map_err(malformed)?;
     if frame.has_remaining() {
         // Kafka ignores bytes after the last field it knows (a newer
         // client's tagged data); do the same.
@@ -187,13 +196,15 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, DecodeError> {
     })
 }
 
-/// Encodes a response frame (size prefix, header, body) for `api` `version`.
+/// Encodes a response frame (size prefix, header, body) for `api` `version`;
+/// a legacy version (below what Kafka 4 serves) is written by the legacy
+/// encoder of its API ([`legacy::encode_body`]).
 ///
 /// # Errors
 ///
 /// The encoder's message if the body cannot be written in that version
 /// (a field set that the version cannot carry).
-pub fn encode_response<R: Encodable + HeaderVersion>(
+pub fn encode_response<R: Encodable + HeaderVersion + 'static>(
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
@@ -201,7 +212,13 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
 ) -> Result<Bytes, String> {
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
-    let header_version = api_key.response_header_version(version);
+    let is_legacy = api_versions::lookup(api_key).is_some_and(|row| row.is_legacy(version));
+    // Every legacy version has response header v0.
+    let header_version = if is_legacy {
+        0
+    } else {
+        api_key.response_header_version(version)
+    };
     // Sized once: a large response (a fetch) grown by doubling would leave
     // its discarded halves in the allocator's arenas.
     let body_size = body.compute_size(version).unwrap_or(0);
@@ -210,7 +227,11 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
     header
         .encode(&mut buf, header_version)
         .map_err(|e| e.to_string())?;
-    body.encode(&mut buf, version).map_err(|e| e.to_string())?;
+    if is_legacy {
+        legacy::encode_body(api_key, version, body, &mut buf).map_err(|e| e.to_string())?;
+    } else {
+        body.encode(&mut buf, version).map_err(|e| e.to_string())?;
+    }
     let size = i32::try_from(buf.len() - 4).map_err(|_| "response too large".to_owned())?;
     buf[..4].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())
@@ -224,6 +245,10 @@ mod tests {
         kafka_protocol::protocol::{StrBytes, encode_request_header_into_buffer},
         proptest::prelude::*,
     };
+
+    fn decode(frame: Bytes) -> Result<DecodedRequest, DecodeError> {
+        decode_request(frame, Served::Kafka4)
+    }
 
     fn frame<R: Encodable>(key: ApiKey, version: i16, body: &R) -> Bytes {
         let mut header = RequestHeader::default();
@@ -240,7 +265,7 @@ mod tests {
     #[test]
     fn decodes_a_metadata_request() {
         let bytes = frame(ApiKey::Metadata, 12, &MetadataRequest::default());
-        let decoded = decode_request(bytes).unwrap();
+        let decoded = decode(bytes).unwrap();
         check!(decoded.header.correlation_id == 7);
         check!(matches!(decoded.body, Request::Metadata(_)));
     }
@@ -250,7 +275,7 @@ mod tests {
         let mut bytes =
             BytesMut::from(&frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())[..]);
         bytes[3] = 9;
-        let decoded = decode_request(bytes.freeze()).unwrap();
+        let decoded = decode(bytes.freeze()).unwrap();
         check!(matches!(decoded.body, Request::ApiVersionsUnsupported));
         check!(decoded.header.correlation_id == 7);
     }
@@ -258,20 +283,20 @@ mod tests {
     #[test]
     fn refuses_bad_frames() {
         check!(matches!(
-            decode_request(Bytes::from_static(&[0, 3])),
+            decode(Bytes::from_static(&[0, 3])),
             Err(DecodeError::Truncated(2))
         ));
         check!(matches!(
-            decode_request(Bytes::from_static(&[0x7f, 0, 0, 0, 0, 0, 0, 1])),
+            decode(Bytes::from_static(&[0x7f, 0, 0, 0, 0, 0, 0, 1])),
             Err(DecodeError::UnknownApi(_))
         ));
         check!(matches!(
-            decode_request(Bytes::from_static(&[0, 29, 0, 0, 0, 0, 0, 1])),
+            decode(Bytes::from_static(&[0, 29, 0, 0, 0, 0, 0, 1])),
             Err(DecodeError::UnsupportedVersion { .. })
         ));
         let full = frame(ApiKey::Metadata, 12, &MetadataRequest::default());
         check!(matches!(
-            decode_request(full.slice(..full.len() - 1)),
+            decode(full.slice(..full.len() - 1)),
             Err(DecodeError::Malformed { .. })
         ));
     }
@@ -284,13 +309,13 @@ mod tests {
     fn every_supported_version_has_a_request_decoder() {
         for row in api_versions::APIS {
             let key = row.key;
-            for version in [row.min, row.max] {
+            for version in [row.min, row.max, row.min_served(Served::WithLegacy)] {
                 let mut header = RequestHeader::default();
                 header.request_api_key = key as i16;
                 header.request_api_version = version;
                 let mut buf = BytesMut::new();
                 encode_request_header_into_buffer(&mut buf, &header).unwrap();
-                let refused = match decode_request(buf.freeze()) {
+                let refused = match decode_request(buf.freeze(), Served::WithLegacy) {
                     Err(DecodeError::Malformed { reason, .. }) => {
                         reason.contains("version not supported")
                     }
@@ -306,7 +331,7 @@ mod tests {
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-            let _ = decode_request(Bytes::from(bytes));
+            let _ = decode(Bytes::from(bytes));
         }
 
         #[test]
@@ -316,7 +341,7 @@ mod tests {
             body in proptest::collection::vec(any::<u8>(), 0..256),
         ) {
             let row = &api_versions::APIS[index];
-            let (key, min, max) = (row.key, row.min, row.max);
+            let (key, min, max) = (row.key, row.min_served(Served::WithLegacy), row.max);
             let span = u16::try_from(max - min + 1).unwrap();
             let version = min + i16::try_from(version_pick % span).unwrap();
             let mut header = RequestHeader::default();
@@ -325,7 +350,7 @@ mod tests {
             let mut buf = BytesMut::new();
             encode_request_header_into_buffer(&mut buf, &header).unwrap();
             buf.extend_from_slice(&body);
-            let _ = decode_request(buf.freeze());
+            let _ = decode_request(buf.freeze(), Served::WithLegacy);
         }
     }
 }

@@ -38,6 +38,7 @@
 pub mod codec;
 pub mod fd;
 pub mod frame;
+pub mod legacy;
 pub mod limits;
 pub mod read_ahead;
 pub mod writer;
@@ -438,7 +439,7 @@ async fn connection<R, W>(
         let frame_bytes = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         metrics::request_bytes(frame.len());
         let correlation = codec::peek_correlation_id(&frame);
-        let request = match codec::decode_request(frame) {
+        let request = match codec::decode_request(frame, broker.served()) {
             Ok(request) => codec::DecodedRequest {
                 peer: Some(peer),
                 zero_copy: W::SENDS_FILES,

@@ -91,7 +91,7 @@ impl Fixup {
     }
 }
 
-fn answer<R: Encodable + HeaderVersion>(
+fn answer<R: Encodable + HeaderVersion + 'static>(
     api: ApiKey,
     version: i16,
     correlation_id: i32,
@@ -491,7 +491,7 @@ impl<'a> Ctx<'a> {
 }
 
 /// Encodes a whole answer (for [`super::admin`]).
-pub(crate) fn whole_answer<R: Encodable + HeaderVersion>(
+pub(crate) fn whole_answer<R: Encodable + HeaderVersion + 'static>(
     api: ApiKey,
     version: i16,
     correlation_id: i32,

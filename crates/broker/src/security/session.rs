@@ -185,7 +185,9 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn frame<R: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion>(
+fn frame<
+    R: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion + 'static,
+>(
     api: ApiKey,
     request: &DecodedRequest,
     body: &R,

@@ -176,7 +176,7 @@ trait Encodable {
 
 impl<T> Encodable for T
 where
-    T: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion,
+    T: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion + 'static,
 {
     fn encode(&self, api_key: ApiKey, version: i16, correlation_id: i32) -> Result<Bytes, String> {
         encode_response(api_key, version, correlation_id, self)

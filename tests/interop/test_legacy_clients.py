@@ -1,0 +1,188 @@
+"""Old clients against `krabka.legacy.protocol.enable` (issue 20, item 2).
+
+Kafka 4 removed the request versions of KIP-896 and message formats v0/v1;
+clients still in the field speak them. With the setting on, Krabka serves
+what Kafka 3.9 served: kcat (librdkafka) forced to Kafka 0.8.2 and 0.10.0
+(Produce v0/v2 with message formats v0/v1, compressed or not; Fetch v0/v2;
+ListOffsets v0), sarama 1.22 with its defaults (Kafka 0.8.2: OffsetCommit
+v1 commits that a restart resumes from), and segmentio/kafka-go 0.2
+(CreateTopics v0, Produce v2, Fetch v1). With it off, the same clients are
+refused as Kafka 4 refuses them: the connection is closed.
+
+The Go clients live in tests/legacy (one go.mod pinning their versions)
+and are built here with `go build`; without `go` these tests skip.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions
+
+from conftest import kcat_path
+from helpers import admin, create_topic, raw_call, stored_batches, stored_codecs, wait_for
+
+GO = shutil.which("go")
+pytestmark = pytest.mark.skipif(GO is None, reason="go is not installed")
+
+LEGACY = {"krabka.legacy.protocol.enable": "true"}
+GO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "legacy")
+REFUSED = "and unsupported version"
+
+
+@pytest.fixture(scope="module")
+def go_clients(tmp_path_factory):
+    out = tmp_path_factory.mktemp("legacy-go")
+    env = dict(os.environ)
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod").strip()
+    built = subprocess.run([GO, "build", "-o", str(out) + os.sep, "./..."], cwd=GO_DIR, env=env,
+                           capture_output=True, timeout=900)
+    assert built.returncode == 0, built.stderr.decode()
+    return {name: str(out / name) for name in ("sarama", "kafkago")}
+
+
+def run(cmd, timeout=90, check=True):
+    result = subprocess.run(cmd, capture_output=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, "%s failed:\n%s" % (cmd, result.stderr.decode())
+    return result
+
+
+def old_kcat(bootstrap, fallback, *args, stdin=None, check=True, timeout=60):
+    """kcat with librdkafka pinned to an old broker version: no ApiVersions,
+    the request versions of `fallback`."""
+    result = subprocess.run(
+        [kcat_path(), "-b", bootstrap, "-X", "api.version.request=false",
+         "-X", "broker.version.fallback=" + fallback, *args],
+        input=stdin, capture_output=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, result.stderr.decode()
+    return result
+
+
+def api_ranges(bootstrap):
+    from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+    answer = raw_call(bootstrap, ApiVersionsRequest[3](client_software_name="t",
+                                                        client_software_version="1"),
+                      ApiVersionsResponse)
+    return {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+
+
+def test_api_versions_advertise_legacy_ranges_only_when_enabled(broker_factory):
+    legacy = broker_factory(LEGACY)
+    plain = broker_factory()
+    on, off = api_ranges(legacy.bootstrap), api_ranges(plain.bootstrap)
+    # Produce, Fetch, ListOffsets, Metadata, CreateTopics, DeleteTopics,
+    # DescribeConfigs, OffsetCommit, OffsetFetch, then the two below.
+    assert on[0] == (0, 13) and off[0] == (0, 13)  # Produce: KAFKA-18659 either way
+    assert on[1] == (0, 18) and off[1] == (4, 18)
+    assert on[2] == (0, 10) and off[2] == (1, 10)
+    assert on[3] == off[3] == (0, 13)
+    assert on[19] == (0, 7) and off[19] == (2, 7)
+    assert on[20] == (0, 6) and off[20] == (1, 6)
+    assert on[32] == (0, 4) and off[32] == (1, 4)
+    assert on[23] == (0, 4) and off[23] == (2, 4)  # OffsetForLeaderEpoch
+    assert on[35] == (0, 4) and off[35] == (1, 4)  # DescribeLogDirs
+    assert on[8] == (0, 9) and off[8] == (2, 9)
+    assert on[9] == (0, 9) and off[9] == (1, 9)
+    # Everything else is the same.
+    assert {k: v for k, v in on.items() if k not in (1, 2, 8, 9, 19, 20, 23, 32, 35)} == \
+        {k: v for k, v in off.items() if k not in (1, 2, 8, 9, 19, 20, 23, 32, 35)}
+
+
+@pytest.mark.parametrize("fallback", ["0.8.2.2", "0.10.0.0"])
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+def test_kcat_with_old_versions_produces_and_consumes(broker_factory, fallback, codec):
+    broker = broker_factory(LEGACY)
+    topic = "old-kcat-%s-%s" % (fallback.replace(".", ""), codec)
+    create_topic(broker.bootstrap, topic)
+    lines = ["%d:line %d %s" % (i % 10, i, "x" * (i % 30)) for i in range(2000)]
+    old_kcat(broker.bootstrap, fallback, "-P", "-t", topic, "-p", "0", "-K", ":", "-z", codec,
+             stdin=("\n".join(lines) + "\n").encode())
+    out = old_kcat(broker.bootstrap, fallback, "-C", "-t", topic, "-p", "0", "-o", "beginning",
+                   "-e", "-K", ":", "-f", "%k:%s:%o\n").stdout.decode().splitlines()
+    assert [line.rsplit(":", 1)[0] for line in out] == lines
+    assert [int(line.rsplit(":", 1)[1]) for line in out] == list(range(len(lines)))
+    # Message formats v0/v1 became v2 batches of the codec the client used.
+    assert stored_codecs(broker.data_dir, topic) == {codec}
+    log = broker.log()
+    assert REFUSED not in log
+
+
+def test_kcat_with_old_versions_is_refused_when_disabled(broker):
+    create_topic(broker.bootstrap, "old-kcat-off")
+    produced = old_kcat(broker.bootstrap, "0.8.2.2", "-P", "-t", "old-kcat-off", "-p", "0",
+                        "-X", "message.timeout.ms=3000", stdin=b"a\nb\n", check=False)
+    assert produced.returncode != 0 or b"fail" in produced.stderr.lower(), produced.stderr
+    assert "Received request for api with key 0 (Produce) and unsupported version 0" in broker.log()
+    assert stored_batches(broker.data_dir, "old-kcat-off") == []
+
+
+def sarama_consume(go_clients, broker, topic, group, count):
+    out = run([go_clients["sarama"], "consume", broker.bootstrap, topic, group, str(count)])
+    return json.loads(out.stdout)
+
+
+def test_sarama_defaults_produce_consume_and_commit_across_a_restart(broker_factory, go_clients):
+    broker = broker_factory(LEGACY)
+    topic = "old-sarama"
+    create_topic(broker.bootstrap, topic)
+    for codec in ("none", "gzip", "snappy"):
+        run([go_clients["sarama"], "produce", broker.bootstrap, topic, "10", codec])
+    assert stored_codecs(broker.data_dir, topic) == {"none", "gzip", "snappy"}
+    expected = ["%s-%d" % (codec, i) for codec in ("none", "gzip", "snappy") for i in range(10)]
+
+    first = sarama_consume(go_clients, broker, topic, "sarama-group", 12)
+    assert first == {"first": 0, "values": expected[:12]}
+    # OffsetCommit v1 reached the group coordinator, and survives a restart.
+    broker.restart()
+    second = sarama_consume(go_clients, broker, topic, "sarama-group", 18)
+    assert second == {"first": 12, "values": expected[12:]}
+    client = admin(broker.bootstrap)
+    committed = client.list_consumer_group_offsets([ConsumerGroupTopicPartitions("sarama-group")])
+    offsets = committed["sarama-group"].result().topic_partitions
+    assert [(tp.topic, tp.partition, tp.offset) for tp in offsets] == [(topic, 0, 30)]
+    assert REFUSED not in broker.log()
+
+
+def test_sarama_defaults_are_refused_when_disabled(broker, go_clients):
+    create_topic(broker.bootstrap, "old-sarama-off")
+    result = run([go_clients["sarama"], "produce", broker.bootstrap, "old-sarama-off", "1", "none"],
+                 check=False)
+    assert result.returncode != 0
+    assert "Received request for api with key 0 (Produce) and unsupported version 0" in broker.log()
+
+
+def test_sarama_fetch_needs_downconversion(broker_factory, go_clients):
+    """A topic with message.downconversion.enable=false answers old fetches
+    UNSUPPORTED_VERSION, as Kafka 3.9 did."""
+    broker = broker_factory(LEGACY)
+    create_topic(broker.bootstrap, "old-no-down", config={"message.downconversion.enable": "false"})
+    run([go_clients["sarama"], "produce", broker.bootstrap, "old-no-down", "3", "none"])
+    result = run([go_clients["sarama"], "consume", broker.bootstrap, "old-no-down", "g", "3"],
+                 check=False, timeout=60)
+    assert result.returncode != 0
+    assert b"version" in result.stderr.lower(), result.stderr
+
+
+def test_kafka_go_0_2_creates_produces_and_consumes(broker_factory, go_clients):
+    broker = broker_factory(LEGACY)
+    topic = "old-kafka-go"
+    run([go_clients["kafkago"], "create", broker.bootstrap, topic])
+    wait_for(lambda: topic in admin(broker.bootstrap).list_topics(timeout=10).topics,
+             what="the topic CreateTopics v0 made")
+    run([go_clients["kafkago"], "produce", broker.bootstrap, topic, "20"])
+    out = json.loads(run([go_clients["kafkago"], "consume", broker.bootstrap, topic, "20"]).stdout)
+    assert out == {"offsets": list(range(20)), "values": ["kafka-go-%d" % i for i in range(20)]}
+    assert stored_codecs(broker.data_dir, topic) == {"none"}
+    assert REFUSED not in broker.log()
+
+
+def test_kafka_go_0_2_is_refused_when_disabled(broker, go_clients):
+    result = run([go_clients["kafkago"], "create", broker.bootstrap, "old-kafka-go-off"],
+                 check=False, timeout=60)
+    assert result.returncode != 0
+    assert "Received request for api with key 19 (CreateTopics) and unsupported version 0" in broker.log()
