@@ -12,7 +12,8 @@ moto, reached through a `TcpProxy` so a test can take it away.
   every acknowledged record once, the group reads everything;
 - the store unreachable for 30 s, then PostgreSQL killed and restarted:
   retriable errors while they are away, nothing acknowledged lost,
-  production resumes.
+  production resumes, and the objects uploaded while their commits failed
+  leave the bucket.
 """
 
 import subprocess
@@ -37,6 +38,7 @@ from helpers import (
 from objstore import TcpProxy, create_bucket, list_keys, s3_broker_settings
 from raw_client import RawConnection, fetch_request
 from test_cluster_coordinators import committed, restart_postgres, shard_of, shard_owner
+from test_cluster_diskless import NOT_YET
 from test_diskless import s3_endpoint, watermarks  # noqa: F401 (s3_endpoint: the module's moto)
 
 DISKLESS = {"diskless.enable": "true"}
@@ -159,13 +161,16 @@ def diskless_cluster(cluster_factory, s3_endpoint):  # noqa: F811
 
     yield make
     for cluster in made:
+        cluster.admins.clear()  # idle now; gone before their brokers
         cluster.proxy.forward()
-        for b in cluster.brokers.values():
-            if b.alive():
-                code = b.stop()
-                if code != 0:
-                    print(b.log())
-        cluster.proxy.close()
+        try:
+            for b in cluster.brokers.values():
+                if b.alive():
+                    code = b.stop()
+                    if code != 0:
+                        print(b.log())
+        finally:
+            cluster.proxy.close()
 
 
 # --- Raw requests to one chosen broker ---------------------------------------
@@ -175,10 +180,14 @@ def raw_records(broker, topic, partition, offset=0):
     """What `broker` itself returns from `offset` (not the leader Metadata
     names): [(offset, key, value, headers)], read to the end."""
     out = []
+    deadline = time.time() + 60
     while True:
         with RawConnection(broker.bootstrap) as conn:
             _, response = conn.call(fetch_request([(topic, partition, offset)]), FetchResponse)
         p = response.responses[0].partitions[0]
+        if p.error_code in NOT_YET and time.time() < deadline:
+            time.sleep(0.2)
+            continue
         assert p.error_code == 0, "fetch through port %d failed with %d" % (broker.port, p.error_code)
         records = MemoryRecords(bytes(p.records or b""))
         got = []
@@ -199,16 +208,23 @@ def init_producer_id(broker):
     return r.producer_id, r.producer_epoch
 
 
-def raw_produce(broker, topic, partition, records, timeout=60):
-    """Sends one acks=all produce to `broker` itself: (error code, base offset)."""
+def raw_produce(broker, topic, partition, records, timeout=60, until_open=False):
+    """Sends one acks=all produce to `broker` itself: (error code, base
+    offset); with `until_open`, again while the broker has not opened the
+    partition yet (nothing was appended then)."""
     T = ProduceRequest.TopicProduceData
-    request = ProduceRequest[9](
-        transactional_id=None, acks=-1, timeout_ms=30000,
-        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
-    with RawConnection(broker.bootstrap, timeout=timeout) as conn:
-        _, response = conn.call(request, ProduceResponse)
-    p = response.responses[0].partition_responses[0]
-    return p.error_code, p.base_offset
+    deadline = time.time() + timeout
+    while True:
+        request = ProduceRequest[9](
+            transactional_id=None, acks=-1, timeout_ms=30000,
+            topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+        with RawConnection(broker.bootstrap, timeout=timeout) as conn:
+            _, response = conn.call(request, ProduceResponse)
+        p = response.responses[0].partition_responses[0]
+        if until_open and p.error_code in NOT_YET and time.time() < deadline:
+            time.sleep(0.2)
+            continue
+        return p.error_code, p.base_offset
 
 
 # --- Tests -------------------------------------------------------------------
@@ -311,15 +327,20 @@ def test_three_clients_write_and_read_through_all_three_brokers(cluster_db, disk
     # database checks its sequences, whichever broker commits.
     spare = next(p for p in leaders if p not in chosen.values())
     pid, epoch = init_producer_id(c.brokers[1])
-    first = record_batch([b"i0", b"i1"], pid, epoch, 0)
-    second = record_batch([b"i2"], pid, epoch, 2)
-    assert raw_produce(c.brokers[1], topic, spare, first) == (0, 0)
-    assert raw_produce(c.brokers[2], topic, spare, first) == (0, 0), "a retry answered with its original offset"
-    assert raw_produce(c.brokers[3], topic, spare, second) == (0, 2)
-    assert raw_produce(c.brokers[1], topic, spare, second) == (0, 2)
-    gap = record_batch([b"lost"], pid, epoch, 10)
-    assert raw_produce(c.brokers[2], topic, spare, gap)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert raw_produce(c.brokers[2], topic, spare, record_batch([b"i3"], pid, epoch, 3)) == (0, 3)
+
+    # By first sequence; a retry resends the very same bytes.
+    batches = {seq: record_batch(values, pid, epoch, seq)
+               for seq, values in ((0, [b"i0", b"i1"]), (2, [b"i2"]), (3, [b"i3"]), (10, [b"lost"]))}
+
+    def send(node, sequence):
+        return raw_produce(c.brokers[node], topic, spare, batches[sequence], until_open=True)
+
+    assert send(1, 0) == (0, 0)
+    assert send(2, 0) == (0, 0), "a retry answered with its original offset"
+    assert send(3, 2) == (0, 2)
+    assert send(1, 2) == (0, 2)
+    assert send(2, 10)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert send(2, 3) == (0, 3)
     for b in c.brokers.values():
         assert [(o, v) for o, _, v, _ in raw_records(b, topic, spare)] == \
             [(0, b"i0"), (1, b"i1"), (2, b"i2"), (3, b"i3")], "no duplicate, no gap"
@@ -432,6 +453,9 @@ class SteadyProducer:
         assert not self.thread.is_alive()
         assert self.producer.flush(timeout) == 0, "records still unacknowledged"
         assert self.count() == sum(map(len, self.sent.values()))
+        # Destroyed now, while its brokers are up, not by a later garbage
+        # collection (the thread's target refers back to this object).
+        self.producer = self.thread = None
 
 
 def assert_exactly_once(c, topic, partitions, producers):
@@ -615,3 +639,7 @@ def test_store_unreachable_then_postgres_killed_nothing_acknowledged_is_lost(pos
     finally:
         prod.finish(timeout=180)
     assert_exactly_once(c, topic, partitions, [prod])
+    # The objects uploaded while their commits failed were handed to the
+    # cleaner: the bucket holds only objects with live batches.
+    wait_for(lambda: c.keys() == c.live_object_keys(), timeout=60,
+             what="the objects of failed commits to leave the bucket")
