@@ -31,6 +31,7 @@ use {
     },
     async_trait::async_trait,
     deadpool_postgres::{Object, Transaction},
+    krabka_ids::BrokerId,
     krabka_remote_storage::{
         RemoteStorageError,
         diskless::{
@@ -471,7 +472,7 @@ async fn commit_object(
     else {
         // Dropping the transaction rolls it back: nothing of it happened.
         return Err(OpError::Store(ClusterError::Invalid(format!(
-            "diskless object {} was already committed",
+            "diskless object {} was already committed or abandoned",
             commit.key
         ))));
     };
@@ -1006,6 +1007,32 @@ impl BatchCoordinator for PgBatchCoordinator {
             .await?;
             tx.commit().await?;
             Ok(())
+        })
+    }
+
+    async fn abandon_object(
+        &self,
+        key: &ObjectKey,
+        uploader: BrokerId,
+        size: u64,
+    ) -> Result<bool, RemoteStorageError> {
+        // The key is unique: a commit of the object that went through (or
+        // is still in flight: the insert waits for it) keeps its row, and
+        // once this row is in, that commit's insert finds it and rolls back.
+        transact!(self, "diskless_abandon_object", |conn| async {
+            let size = i64::try_from(size).map_err(|_| too_large("object size", size))?;
+            let recorded = conn
+                .query_opt(
+                    "INSERT INTO diskless_objects
+                         (object_key, uploader, size, committed_ms, live_batches, dead_since_ms)
+                     SELECT $1, $2, $3, now.ms, 0, now.ms
+                     FROM (SELECT krabka_now_ms() AS ms) now
+                     ON CONFLICT (object_key) DO NOTHING
+                     RETURNING object_id",
+                    &[&key.0, &uploader.0, &size],
+                )
+                .await?;
+            Ok(recorded.is_some())
         })
     }
 

@@ -7,6 +7,7 @@ mod support;
 use {
     assert2::check,
     krabka_cluster::{Cluster, DatabaseConfig},
+    krabka_ids::BrokerId,
     krabka_remote_storage::diskless::{
         BatchCoordinator, DeleteRecords, DisklessPartition, FindBatches, FoundBatch, LogInfo,
         ObjectCommit, ObjectKey, ProducerBatch, RetentionPolicy,
@@ -36,7 +37,7 @@ async fn passes_the_conformance_suite() {
         }
     })
     .await;
-    check!(databases.lock().unwrap().len() == 10);
+    check!(databases.lock().unwrap().len() == 11);
 }
 
 /// Another broker: its own pool on the same database.
@@ -321,4 +322,47 @@ async fn an_unreachable_database_is_an_error_not_a_panic() {
     ));
     check!(e.to_string().contains("cannot reach the cluster database"));
     check!(coordinator.log_info(&[p]).await.is_err());
+}
+
+/// A broker abandons an object whose commit failed on its side while the
+/// database may still be finishing it: the abandon waits for that commit
+/// (the key is unique) and then leaves a committed object alone, or
+/// records a rolled-back one as dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoning_an_object_waits_for_its_commit_in_flight() {
+    let Some((_db, cluster)) = support::cluster().await else {
+        return;
+    };
+    let coordinator = Arc::new(cluster.batch_coordinator());
+    for commits in [true, false] {
+        let key = ObjectKey(format!("in-flight-{}", uuid::Uuid::new_v4()));
+        let mut conn = cluster.database().connection().await.expect("connection");
+        let tx = conn.transaction().await.expect("transaction");
+        tx.execute(
+            "INSERT INTO diskless_objects (object_key, uploader, size, committed_ms, live_batches)
+             VALUES ($1, 1, 10, 0, 1)",
+            &[&key.0],
+        )
+        .await
+        .expect("the commit in flight");
+        let abandon = tokio::spawn({
+            let coordinator = Arc::clone(&coordinator);
+            let key = key.clone();
+            async move { coordinator.abandon_object(&key, BrokerId(1), 10).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        check!(
+            !abandon.is_finished(),
+            "the abandon waits for the commit in flight"
+        );
+        if commits {
+            tx.commit().await.expect("commit");
+        } else {
+            tx.rollback().await.expect("rollback");
+        }
+        let recorded = abandon.await.expect("task").expect("abandon");
+        check!(recorded == !commits);
+        let dead = coordinator.objects_to_delete(i64::MAX).await.expect("dead");
+        check!(dead.contains(&key) == !commits);
+    }
 }

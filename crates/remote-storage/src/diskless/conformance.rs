@@ -65,6 +65,9 @@ where
         ("a_deleted_topic_is_gone", |c| {
             Box::pin(a_deleted_topic_is_gone(c))
         }),
+        ("an_abandoned_object_is_dead_unless_it_was_committed", |c| {
+            Box::pin(an_abandoned_object_is_dead_unless_it_was_committed(c))
+        }),
     ];
     for (name, case) in cases {
         let coordinator = fresh().await;
@@ -116,6 +119,12 @@ async fn commit(
     commit: &ObjectCommit,
 ) -> Vec<Result<Committed, BatchError>> {
     c.commit_object(commit).await.expect("commit")
+}
+
+async fn abandon(c: &Arc<dyn BatchCoordinator>, object: &ObjectCommit) -> bool {
+    c.abandon_object(&object.key, object.uploader, object.size)
+        .await
+        .expect("abandon")
 }
 
 fn base(answer: &Result<Committed, BatchError>) -> i64 {
@@ -497,4 +506,49 @@ async fn a_deleted_topic_is_gone(c: Arc<dyn BatchCoordinator>) {
     assert_eq!(c.objects_to_delete(i64::MAX).await.unwrap(), [only.key]);
     let produce = commit(&c, &commit_of("c", &[(p[0], 1)])).await;
     assert_eq!(produce[0], Err(BatchError::UnknownTopicOrPartition));
+}
+
+async fn an_abandoned_object_is_dead_unless_it_was_committed(c: Arc<dyn BatchCoordinator>) {
+    let p = partitions(1);
+    c.create_partitions(&p).await.unwrap();
+    // Committed, but its uploader never heard so: abandoning it changes
+    // nothing, its batch stays readable.
+    let committed = commit_of("a", &[(p[0], 2)]);
+    commit(&c, &committed).await;
+    assert!(!abandon(&c, &committed).await);
+    assert!(c.objects_to_delete(i64::MAX).await.unwrap().is_empty());
+    let found = c
+        .find_batches(&[FindBatches {
+            partition: p[0],
+            offset: 0,
+            max_bytes: 1000,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(found[0].as_ref().unwrap().batches[0].object, committed.key);
+
+    // Never committed: dead from now on, and its commit, should it still
+    // arrive, fails whole.
+    let lost = commit_of("b", &[(p[0], 3)]);
+    assert!(abandon(&c, &lost).await);
+    assert!(!abandon(&c, &lost).await, "recorded once");
+    assert!(
+        c.objects_to_delete(i64::MIN).await.unwrap().is_empty(),
+        "after the grace period"
+    );
+    assert!(c.commit_object(&lost).await.is_err());
+    let info = c.log_info(&p).await.unwrap();
+    assert_eq!(
+        info[0].as_ref().unwrap().high_watermark,
+        2,
+        "nothing of it is visible"
+    );
+    assert_eq!(
+        c.objects_to_delete(i64::MAX).await.unwrap(),
+        std::slice::from_ref(&lost.key)
+    );
+    c.delete_objects(std::slice::from_ref(&lost.key))
+        .await
+        .unwrap();
+    assert!(c.objects_to_delete(i64::MAX).await.unwrap().is_empty());
 }

@@ -16,6 +16,7 @@ use {
     },
     crate::RemoteStorageError,
     async_trait::async_trait,
+    krabka_ids::BrokerId,
     uuid::Uuid,
 };
 
@@ -33,7 +34,9 @@ use {
 ///   whose epoch is stale, is refused with Kafka's error;
 /// - an object none of whose batches is live any more (never accepted,
 ///   deleted by retention, DeleteRecords or topic deletion) is offered for
-///   deletion once it has been dead for the grace period, and never before.
+///   deletion once it has been dead for the grace period, and never before;
+/// - an object its uploader abandoned is dead unless its commit went
+///   through, and once abandoned it can no longer be committed.
 #[async_trait]
 pub trait BatchCoordinator: Send + Sync + std::fmt::Debug {
     /// Makes `partitions` known, each starting empty at offset 0. Creating
@@ -120,6 +123,26 @@ pub trait BatchCoordinator: Send + Sync + std::fmt::Debug {
     ///
     /// [`RemoteStorageError`] when the coordinator fails.
     async fn delete_topics(&self, topic_ids: &[Uuid]) -> Result<(), RemoteStorageError>;
+
+    /// Records an object its uploader could not commit — its upload failed
+    /// (it may have landed anyway) or its commit did (the answer may have
+    /// been lost after the commit happened) — as dead since now, so the
+    /// cleaner deletes it from the store. If a commit of the object went
+    /// through, its batches own it and nothing changes. Atomic against that
+    /// commit: once this has recorded the object, committing it fails, so
+    /// an abandoned object never gets live batches. Answers whether the
+    /// object was recorded now.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails; the uploader
+    /// tries again later.
+    async fn abandon_object(
+        &self,
+        key: &ObjectKey,
+        uploader: BrokerId,
+        size: u64,
+    ) -> Result<bool, RemoteStorageError>;
 
     /// Objects dead since `dead_before_ms` or earlier: the cleaner deletes
     /// them from the store, then calls [`delete_objects`](Self::delete_objects).

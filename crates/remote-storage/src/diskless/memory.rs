@@ -32,6 +32,7 @@ use {
     crate::RemoteStorageError,
     async_trait::async_trait,
     journal::Journal,
+    krabka_ids::BrokerId,
     state::{Answer, Op},
     std::{
         path::Path,
@@ -62,6 +63,28 @@ impl Inner {
         if let Op::Commit { commit, .. } = op {
             self.read().check_commit(commit)?;
         }
+        self.apply(&mut journal, op)
+    }
+
+    /// Records `abandoned` (a commit of no batch: a dead object) unless its
+    /// key is already known; answers whether it did. Blocking when
+    /// journaled.
+    fn abandon(&self, abandoned: &ObjectCommit, now: i64) -> Result<bool, RemoteStorageError> {
+        let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        // Under the journal's lock, which every change takes: no commit of
+        // the same key can come between this check and the record.
+        if self.read().check_commit(abandoned).is_err() {
+            return Ok(false);
+        }
+        let op = Op::Commit {
+            commit: abandoned.clone(),
+            now,
+        };
+        self.apply(&mut journal, &op).map(|_| true)
+    }
+
+    /// Journals and applies `op`, with the journal's lock held.
+    fn apply(&self, journal: &mut Option<Journal>, op: &Op) -> Result<Answer, RemoteStorageError> {
         if let Some(journal) = journal.as_mut() {
             journal.append(op)?;
         }
@@ -148,11 +171,20 @@ impl InMemoryBatchCoordinator {
     }
 
     async fn change(&self, op: Op) -> Result<Answer, RemoteStorageError> {
+        self.blocking(move |inner| inner.change(&op)).await
+    }
+
+    /// Runs `f` on the state: on a blocking thread when it writes the
+    /// journal.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T, RemoteStorageError> + Send + 'static,
+    ) -> Result<T, RemoteStorageError> {
         if !self.journaled {
-            return self.inner.change(&op);
+            return f(&self.inner);
         }
         let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || inner.change(&op))
+        tokio::task::spawn_blocking(move || f(&inner))
             .await
             .map_err(|e| RemoteStorageError::Backend {
                 message: format!("diskless journal task: {e}"),
@@ -254,6 +286,23 @@ impl BatchCoordinator for InMemoryBatchCoordinator {
             now: self.now(),
         };
         self.change(op).await.map(drop)
+    }
+
+    async fn abandon_object(
+        &self,
+        key: &ObjectKey,
+        uploader: BrokerId,
+        size: u64,
+    ) -> Result<bool, RemoteStorageError> {
+        let abandoned = ObjectCommit {
+            key: key.clone(),
+            uploader,
+            size,
+            batches: Vec::new(),
+        };
+        let now = self.now();
+        self.blocking(move |inner| inner.abandon(&abandoned, now))
+            .await
     }
 
     async fn objects_to_delete(

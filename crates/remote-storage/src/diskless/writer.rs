@@ -12,10 +12,14 @@
 //! commit, with its offsets or its refusal.
 //!
 //! A failed upload or a failed commit answers every batch of the object
-//! with a retriable error; nothing of it is visible. An object whose upload
-//! failed does not exist; one whose commit failed is left in the store,
-//! because a commit that failed on the way back may still have happened —
-//! such an object is never deleted here.
+//! with a retriable error; nothing of it is visible. Either may still have
+//! left the object in the store — an upload whose answer was lost landed,
+//! a commit whose answer was lost happened — so the writer never deletes
+//! it itself: it asks the coordinator to record the object as abandoned
+//! ([`BatchCoordinator::abandon_object`]), which makes it dead unless its
+//! commit went through, and the cleaner deletes it with the other dead
+//! objects. While the coordinator cannot answer (a database outage is when
+//! commits fail), the writer keeps the keys and tries again with backoff.
 
 use {
     super::{
@@ -28,6 +32,7 @@ use {
     bytes::Bytes,
     krabka_ids::BrokerId,
     std::{
+        collections::VecDeque,
         sync::{Arc, Mutex, PoisonError},
         time::Duration,
     },
@@ -154,6 +159,7 @@ impl ObjectWriter {
             closed,
         });
         let (uploaded_tx, uploaded_rx) = mpsc::channel(parallelism);
+        let (abandoned_tx, abandoned_rx) = mpsc::unbounded_channel();
         let tasks = vec![
             tokio::spawn(timer(Arc::clone(&shared))),
             tokio::spawn(upload(
@@ -163,7 +169,13 @@ impl ObjectWriter {
                 Arc::new(Semaphore::new(parallelism)),
                 shared.config.uploader,
             )),
-            tokio::spawn(commit(uploaded_rx, coordinator, on_commit)),
+            tokio::spawn(commit(
+                uploaded_rx,
+                Arc::clone(&coordinator),
+                on_commit,
+                abandoned_tx,
+            )),
+            tokio::spawn(abandon(abandoned_rx, coordinator)),
         ];
         Self { shared, tasks }
     }
@@ -211,7 +223,9 @@ impl ObjectWriter {
         }
         let Self { shared, mut tasks } = self;
         // The timer never ends by itself; the upload task ends when the
-        // last sender of closed objects (in `shared`) is gone.
+        // last sender of closed objects (in `shared`) is gone, the commit
+        // task after it, and the abandoning task once it has recorded
+        // what it holds (or cannot: the keys are logged).
         let timer = tasks.remove(0);
         timer.abort();
         let _ = timer.await;
@@ -288,11 +302,13 @@ async fn upload(
     }
 }
 
-/// Commits uploaded objects strictly in order and answers their batches.
+/// Commits uploaded objects strictly in order and answers their batches;
+/// hands the objects it could not commit to [`abandon`].
 async fn commit(
     mut uploaded: mpsc::Receiver<Uploaded>,
     coordinator: Arc<dyn BatchCoordinator>,
     on_commit: OnCommit,
+    abandoned: mpsc::UnboundedSender<ObjectCommit>,
 ) {
     while let Some(Uploaded {
         commit,
@@ -330,6 +346,88 @@ async fn commit(
                 for w in waiting {
                     let _ = w.done.send(Err(WriteError::Failed(reason.clone())));
                 }
+                let _ = abandoned.send(ObjectCommit {
+                    batches: Vec::new(),
+                    ..commit
+                });
+            }
+        }
+    }
+}
+
+/// Most abandoned objects waiting for the coordinator; past this the
+/// oldest are dropped (and logged): they stay in the store.
+const MAX_ABANDONED: usize = 100_000;
+/// The wait before trying again after the coordinator failed to record an
+/// abandoned object; it doubles up to [`MAX_ABANDON_BACKOFF`].
+const FIRST_ABANDON_BACKOFF: Duration = Duration::from_millis(200);
+/// The longest wait between attempts to record abandoned objects.
+const MAX_ABANDON_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Queues an abandoned object, dropping the oldest past [`MAX_ABANDONED`].
+fn hold(pending: &mut VecDeque<ObjectCommit>, object: ObjectCommit) {
+    if pending.len() >= MAX_ABANDONED {
+        if let Some(dropped) = pending.pop_front() {
+            tracing::warn!(object = %dropped.key, "too many abandoned diskless objects waiting; this one stays in the store");
+        }
+    }
+    pending.push_back(object);
+}
+
+/// Records the objects the writer could not commit as abandoned, in the
+/// order they failed, retrying with backoff while the coordinator fails.
+/// Ends when the commit task has ended and nothing is left, or when the
+/// coordinator still fails then (the keys left are logged).
+async fn abandon(
+    mut abandoned: mpsc::UnboundedReceiver<ObjectCommit>,
+    coordinator: Arc<dyn BatchCoordinator>,
+) {
+    let mut pending = VecDeque::new();
+    let mut backoff = FIRST_ABANDON_BACKOFF;
+    loop {
+        if pending.is_empty() {
+            match abandoned.recv().await {
+                Some(object) => pending.push_back(object),
+                None => return,
+            }
+        }
+        while let Ok(object) = abandoned.try_recv() {
+            hold(&mut pending, object);
+        }
+        while let Some(object) = pending.front() {
+            match coordinator
+                .abandon_object(&object.key, object.uploader, object.size)
+                .await
+            {
+                Ok(recorded) => {
+                    tracing::debug!(object = %object.key, recorded, "abandoned diskless object handed to the cleaner (recorded: false means its commit had gone through)");
+                    pending.pop_front();
+                    backoff = FIRST_ABANDON_BACKOFF;
+                }
+                Err(e) => {
+                    tracing::debug!(object = %object.key, error = %e, waiting = pending.len(), "recording an abandoned diskless object failed; trying again");
+                    break;
+                }
+            }
+        }
+        if pending.is_empty() {
+            continue;
+        }
+        // The coordinator failed: wait, still taking what else fails.
+        let deadline = Instant::now() + backoff;
+        backoff = (backoff * 2).min(MAX_ABANDON_BACKOFF);
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => break,
+                next = abandoned.recv() => match next {
+                    Some(object) => hold(&mut pending, object),
+                    None => {
+                        for object in &pending {
+                            tracing::warn!(object = %object.key, "writer stopped before the coordinator recorded this abandoned diskless object; it stays in the store");
+                        }
+                        return;
+                    }
+                },
             }
         }
     }
@@ -340,10 +438,12 @@ mod tests {
     use {
         super::*,
         crate::diskless::{
-            DisklessPartition, FindBatches, InMemoryBatchCoordinator, ObjectCache, ObjectFile,
-            ProducerBatch,
+            DeleteRecords, DisklessPartition, FindBatches, FoundBatches, InMemoryBatchCoordinator,
+            ListOffsetsQuery, LogInfo, ObjectCache, ObjectFile, ObjectKey, OffsetAnswer,
+            PartitionError, ProducerBatch, RetentionOutcome, RetentionPolicy, clean_once,
         },
         assert2::check,
+        async_trait::async_trait,
         object_store::local::LocalFileSystem,
         std::sync::atomic::{AtomicUsize, Ordering},
     };
@@ -512,5 +612,158 @@ mod tests {
             info[0].as_ref().unwrap().high_watermark == 2,
             "nothing of it is visible"
         );
+        // The upload may have landed all the same: the object is handed to
+        // the cleaner (which finds nothing to delete).
+        check!(
+            f.coordinator
+                .objects_to_delete(i64::MAX)
+                .await
+                .unwrap()
+                .len()
+                == 1
+        );
+    }
+
+    /// The in-memory coordinator, with its next `fail_commits` commits and
+    /// `fail_abandons` abandons failing as a database outage would.
+    #[derive(Debug)]
+    struct Flaky {
+        inner: InMemoryBatchCoordinator,
+        fail_commits: AtomicUsize,
+        fail_abandons: AtomicUsize,
+    }
+
+    fn take_one(failures: &AtomicUsize) -> Result<(), RemoteStorageError> {
+        match failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
+            Ok(_) => Err(RemoteStorageError::Backend {
+                message: "the database is down".into(),
+            }),
+            Err(_) => Ok(()),
+        }
+    }
+
+    #[async_trait]
+    impl BatchCoordinator for Flaky {
+        async fn create_partitions(
+            &self,
+            partitions: &[DisklessPartition],
+        ) -> Result<(), RemoteStorageError> {
+            self.inner.create_partitions(partitions).await
+        }
+        async fn commit_object(
+            &self,
+            commit: &ObjectCommit,
+        ) -> Result<Vec<Result<Committed, BatchError>>, RemoteStorageError> {
+            take_one(&self.fail_commits)?;
+            self.inner.commit_object(commit).await
+        }
+        async fn find_batches(
+            &self,
+            requests: &[FindBatches],
+        ) -> Result<Vec<Result<FoundBatches, PartitionError>>, RemoteStorageError> {
+            self.inner.find_batches(requests).await
+        }
+        async fn list_offsets(
+            &self,
+            requests: &[ListOffsetsQuery],
+        ) -> Result<Vec<Result<OffsetAnswer, PartitionError>>, RemoteStorageError> {
+            self.inner.list_offsets(requests).await
+        }
+        async fn log_info(
+            &self,
+            partitions: &[DisklessPartition],
+        ) -> Result<Vec<Result<LogInfo, PartitionError>>, RemoteStorageError> {
+            self.inner.log_info(partitions).await
+        }
+        async fn delete_records(
+            &self,
+            requests: &[DeleteRecords],
+        ) -> Result<Vec<Result<i64, PartitionError>>, RemoteStorageError> {
+            self.inner.delete_records(requests).await
+        }
+        async fn enforce_retention(
+            &self,
+            policies: &[RetentionPolicy],
+            now_ms: i64,
+        ) -> Result<Vec<Result<RetentionOutcome, PartitionError>>, RemoteStorageError> {
+            self.inner.enforce_retention(policies, now_ms).await
+        }
+        async fn delete_topics(&self, topic_ids: &[uuid::Uuid]) -> Result<(), RemoteStorageError> {
+            self.inner.delete_topics(topic_ids).await
+        }
+        async fn abandon_object(
+            &self,
+            key: &ObjectKey,
+            uploader: BrokerId,
+            size: u64,
+        ) -> Result<bool, RemoteStorageError> {
+            take_one(&self.fail_abandons)?;
+            self.inner.abandon_object(key, uploader, size).await
+        }
+        async fn objects_to_delete(
+            &self,
+            dead_before_ms: i64,
+        ) -> Result<Vec<ObjectKey>, RemoteStorageError> {
+            self.inner.objects_to_delete(dead_before_ms).await
+        }
+        async fn delete_objects(&self, keys: &[ObjectKey]) -> Result<(), RemoteStorageError> {
+            self.inner.delete_objects(keys).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_whose_commit_failed_goes_to_the_cleaner_once_the_coordinator_is_back() {
+        let f = fixture().await;
+        // The commit fails, and so do the first three attempts to record
+        // the object as abandoned: the writer keeps it and tries again.
+        let flaky = Arc::new(Flaky {
+            inner: (*f.coordinator).clone(),
+            fail_commits: AtomicUsize::new(1),
+            fail_abandons: AtomicUsize::new(3),
+        });
+        let w = ObjectWriter::start(
+            WriterConfig {
+                uploader: BrokerId(1),
+                max_object_bytes: 1 << 20,
+                commit_interval: Duration::from_millis(20),
+                upload_parallelism: 1,
+            },
+            f.store.clone(),
+            Arc::clone(&flaky) as Arc<dyn BatchCoordinator>,
+            Arc::new(|_| {}),
+        );
+        let failed = w.append(batch(f.partition, None), &[1; 10]).await;
+        check!(matches!(failed.await.unwrap(), Err(WriteError::Failed(_))));
+        let uploaded = f.store.list().await.unwrap();
+        check!(uploaded.len() == 1, "uploaded, then not committed");
+        // Paused time: the backoff costs no wall time (spawn_blocking holds
+        // the clock while the store writes).
+        let dead = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let dead = f.coordinator.objects_to_delete(i64::MAX).await.unwrap();
+                if !dead.is_empty() {
+                    return dead;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await
+        .expect("recorded within the deadline");
+        check!(dead == uploaded);
+        check!(flaky.fail_abandons.load(Ordering::SeqCst) == 0);
+        let pass = clean_once(f.coordinator.as_ref(), &f.store, Duration::ZERO, i64::MAX)
+            .await
+            .unwrap();
+        check!(pass.deleted == 1);
+        check!(
+            f.store.list().await.unwrap().is_empty(),
+            "the store holds no orphan"
+        );
+
+        // Later objects commit as usual, from offset 0: nothing of the
+        // abandoned one is visible.
+        let next = w.append(batch(f.partition, None), &[2; 10]).await;
+        check!(next.await.unwrap().unwrap().base_offset == 0);
+        w.stop().await;
     }
 }

@@ -218,7 +218,7 @@ impl MemoryState {
     pub(super) fn check_commit(&self, commit: &ObjectCommit) -> Result<(), RemoteStorageError> {
         if self.objects.contains_key(&commit.key) {
             return Err(RemoteStorageError::invalid_metadata(format!(
-                "diskless object {} was already committed",
+                "diskless object {} was already committed or abandoned",
                 commit.key
             )));
         }
