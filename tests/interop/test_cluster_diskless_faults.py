@@ -583,6 +583,20 @@ def produce_refused_everywhere(c, topic, what, timeout=60):
     return codes
 
 
+def in_flight_settled(producer, quiet=1.0, timeout=30):
+    """Until the acknowledged count has stayed the same for `quiet` seconds
+    (what was in flight when the outage began is answered), within
+    `timeout`; a fixed pause would flake on a slow machine."""
+    deadline = time.time() + timeout
+    last, since = producer.count(), time.time()
+    while time.time() - since < quiet:
+        assert time.time() < deadline, "acknowledgements still arriving %ss into the outage" % timeout
+        time.sleep(0.1)
+        now = producer.count()
+        if now != last:
+            last, since = now, time.time()
+
+
 def acks_frozen(producer, seconds):
     """Nothing is acknowledged for `seconds`: the brokers store nothing."""
     before = producer.count()
@@ -609,7 +623,7 @@ def test_store_unreachable_then_postgres_killed_nothing_acknowledged_is_lost(pos
         # What was in flight settles (a failed upload takes about 2 s here),
         # then nothing more is acknowledged until the store is back, which
         # every broker still refuses at the end.
-        time.sleep(3)
+        in_flight_settled(prod)
         frozen = acks_frozen(prod, max(1.0, OUTAGE_SECONDS - (time.time() - gone) - probing))
         produce_refused_everywhere(c, "dl-probe", "the store is still away")
         assert prod.count() == frozen
@@ -622,7 +636,7 @@ def test_store_unreachable_then_postgres_killed_nothing_acknowledged_is_lost(pos
         try:
             killed = time.time()
             codes = produce_refused_everywhere(c, "dl-probe", "PostgreSQL is down")
-            time.sleep(3)
+            in_flight_settled(prod)
             frozen = acks_frozen(prod, 5)
         finally:
             restart_postgres(postgres)
