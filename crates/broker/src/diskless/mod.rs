@@ -17,7 +17,7 @@ mod storage;
 #[cfg(test)]
 mod tests;
 
-pub use leader::reported_leader;
+pub use leader::{ReportedHere, reported_leader};
 
 pub use storage::DisklessStorage;
 

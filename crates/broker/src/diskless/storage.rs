@@ -210,6 +210,33 @@ impl DisklessStorage {
         }
     }
 
+    /// Asks the coordinator, in one call, for the offsets and sizes of
+    /// `partitions` (all on one broker's runtime) and takes them in: what
+    /// DescribeLogDirs and the metrics report is then the coordinator's
+    /// word of the moment, commits made through other brokers included.
+    /// A coordinator that cannot answer leaves the last known values.
+    pub async fn refresh_all(partitions: &[Arc<Self>]) {
+        let Some(first) = partitions.first() else {
+            return;
+        };
+        let ids: Vec<DisklessPartition> = partitions.iter().map(|p| p.id).collect();
+        match first.runtime.coordinator.log_info(&ids).await {
+            Ok(infos) => {
+                for (p, info) in partitions.iter().zip(infos) {
+                    match info {
+                        Ok(info) => p.learn(&info),
+                        Err(e) => {
+                            tracing::debug!(partition = ?p, error = %e, "diskless offsets unknown");
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(partitions = ids.len(), error = %e, "diskless sizes not refreshed");
+            }
+        }
+    }
+
     /// [`PartitionStorage::append`], and a second receiver that resolves
     /// (with an error: its sender is dropped) as soon as the batches are in
     /// the object writer, long before their commit: from then on they are
