@@ -493,11 +493,24 @@ pub fn publish(broker: &Arc<Broker>) {
     });
 }
 
+/// How long a gauge pass waits for the batch coordinator: the pass shares
+/// the housekeeping loop with retention, which an unreachable database must
+/// not hold up.
+const DISKLESS_REFRESH_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Asks the batch coordinator for the offsets and sizes of every diskless
 /// partition, in one call, so [`publish`] reports the coordinator's word
-/// rather than what this broker last saw.
+/// rather than what this broker last saw (the last known values if it does
+/// not answer within [`DISKLESS_REFRESH_TIMEOUT`]).
 pub async fn refresh_diskless(broker: &Broker) {
-    crate::diskless::DisklessStorage::refresh_all(&broker.partitions.all_diskless()).await;
+    let partitions = broker.partitions.all_diskless();
+    let refresh = crate::diskless::DisklessStorage::refresh_all(&partitions);
+    if tokio::time::timeout(DISKLESS_REFRESH_TIMEOUT, refresh)
+        .await
+        .is_err()
+    {
+        tracing::debug!("diskless sizes not refreshed: the batch coordinator is slow");
+    }
 }
 
 /// The rendered scrape, for tests of the broker in-process.
