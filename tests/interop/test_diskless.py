@@ -6,18 +6,20 @@ headers, offsets dense from 0), idempotent producers, a consumer group's
 commits, ListOffsets by timestamp, DeleteRecords, retention with the cleaner
 deleting the dead objects, kill -9 after acknowledged writes, the configs
 (describe, the create-only refusal, the invalid combinations), transactions
-refused, and the same store on S3 (moto)."""
+refused, DescribeLogDirs, DescribeProducers, producer expiry and the size
+metrics, and the same store on S3 (moto)."""
 
 import os
 import subprocess
 import time
+import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from conftest import kcat_path
+from conftest import free_port, kcat_path
 from helpers import admin, as_tuples, consume_confluent, create_topic, make_records, produce_confluent, wait_for
 
 DISKLESS = {"diskless.enable": "true"}
@@ -306,6 +308,92 @@ def test_transactions_are_refused_on_diskless_topics(broker):
     assert errors and errors[0] is not None
     assert errors[0].code() == KafkaError.INVALID_TXN_STATE, errors[0]
     assert watermarks(broker.bootstrap, topic) == (0, 0), "nothing of it is visible"
+
+
+def test_log_dirs_producers_expiry_and_metrics(broker_factory):
+    """What the admin clients and /metrics see of diskless partitions:
+    DescribeLogDirs sizes from the batch coordinator (shrinking with
+    DeleteRecords), DescribeProducers from its idempotence state, a producer
+    forgotten once its last batch is older than producer.id.expiration.ms,
+    and the per-partition size gauge."""
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.admin import KafkaAdminClient
+    from raw_client import RawConnection, batch, produce
+
+    port = free_port()
+    broker = broker_factory({
+        **FAST,
+        "krabka.metrics.listener": "127.0.0.1:%d" % port,
+        "producer.id.expiration.ms": "3600000",
+        "producer.id.expiration.check.interval.ms": "500",
+    })
+    topic = "dl-meta"
+    create_topic(broker.bootstrap, topic, partitions=2, config=DISKLESS)
+    idempotent = {"enable.idempotence": True, "acks": "all"}
+    # Partition 0: a producer whose records are stamped just short of an
+    # hour ago (the expiration), so it is forgotten some 30 s from now, and
+    # one whose records are fresh, which stays.
+    aging_ts = int(time.time() * 1000) - 3_600_000 + 30_000
+    produce_confluent(broker.bootstrap, topic, make_records(200, "aging"), partition=0,
+                      extra=idempotent, timestamps=[aging_ts] * 200)
+    started = int(time.time() * 1000)
+    produce_confluent(broker.bootstrap, topic, make_records(300, "fresh"), partition=0, extra=idempotent)
+    # Partition 1: batches of known sizes from no idempotent producer.
+    sent = [batch([b"x" * (100 * (i + 1))] * (i + 2)) for i in range(3)]
+    with RawConnection(broker.bootstrap) as conn:
+        assert [produce(conn, topic, 1, b) for b in sent] == [0, 2, 5]
+
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        tp0, tp1 = KTopicPartition(topic, 0), KTopicPartition(topic, 1)
+        states = client.describe_producers([tp0, tp1])
+        producers = sorted(states[tp0].active_producers, key=lambda p: p.last_timestamp)
+        assert [p.last_timestamp for p in producers][0] == aging_ts
+        aging, fresh = producers
+        assert aging.producer_id != fresh.producer_id
+        assert (aging.producer_epoch, aging.last_sequence) == (0, 199)
+        assert (fresh.producer_epoch, fresh.last_sequence) == (0, 299)
+        assert fresh.last_timestamp >= started - 60_000
+        for p in producers:
+            assert p.coordinator_epoch == -1
+            assert p.current_transaction_start_offset == -1
+        assert states[tp1].active_producers == []
+
+        def sizes():
+            [node] = client.describe_log_dirs()
+            [log_dir] = node["log_dirs"]
+            assert os.path.samefile(log_dir["log_dir"], broker.data_dir)
+            return {(t["name"], p["partition_index"]): p["partition_size"]
+                    for t in log_dir["topics"] for p in t["partitions"]}
+
+        found = sizes()
+        assert found[(topic, 1)] == sum(len(b) for b in sent), "the batches' bytes, as stored"
+        assert found[(topic, 0)] > 0
+        # DeleteRecords past the first batch: its bytes are no longer counted.
+        deleter = admin(broker.bootstrap)  # kept: a collected client drops its futures
+        result = deleter.delete_records([TopicPartition(topic, 1, 2)])
+        assert list(result.values())[0].result(timeout=30).low_watermark == 2
+        assert sizes()[(topic, 1)] == len(sent[1]) + len(sent[2])
+
+        # The same size on /metrics, per partition (refreshed every 5 s).
+        def scraped():
+            text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
+            return text if 'krabka_diskless_log_size_bytes{topic="%s",partition="1"} %d\n' % (
+                topic, len(sent[1]) + len(sent[2])) in text else None
+
+        text = wait_for(scraped, timeout=30, what="the diskless size gauge")
+        assert 'krabka_partition_log_end_offset{topic="%s",partition="1"} 9\n' % topic in text
+        assert 'krabka_partition_log_start_offset{topic="%s",partition="1"} 2\n' % topic in text
+
+        # producer.id.expiration.ms: the aging producer goes, the fresh one stays.
+        def expired():
+            left = client.describe_producers([tp0])[tp0].active_producers
+            return left if aging.producer_id not in {p.producer_id for p in left} else None
+
+        left = wait_for(expired, timeout=90, interval=1, what="the idle producer to expire")
+        assert [(p.producer_id, p.last_sequence) for p in left] == [(fresh.producer_id, 299)]
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="module")

@@ -143,13 +143,19 @@ pub const CATALOG: &[MetricDoc] = &[
         "krabka_partitions",
         Kind::Gauge,
         &[],
-        "Partitions this broker leads (Kafka's PartitionCount and LeaderCount).",
+        "Partitions this broker leads (Kafka's PartitionCount and LeaderCount), diskless ones Metadata names it the leader of included.",
     ),
     doc(
         "krabka_partition_log_size_bytes",
         Kind::Gauge,
         &["topic", "partition"],
         "Bytes of the partition's local log (Kafka's Log Size).",
+    ),
+    doc(
+        "krabka_diskless_log_size_bytes",
+        Kind::Gauge,
+        &["topic", "partition"],
+        "Bytes of a diskless partition's live batches in object storage, as the batch coordinator counts them; published by the broker Metadata names its leader.",
     ),
     doc(
         "krabka_partition_log_end_offset",
@@ -416,7 +422,30 @@ pub fn publish(broker: &Arc<Broker>) {
         gauge!("krabka_partition_log_start_offset", &labels)
             .set(p.local_log().log_start_offset() as f64);
     }
-    gauge!("krabka_partitions").set(partitions.len() as f64);
+    // Diskless partitions: every broker knows every one's end (lag), but
+    // only the broker Metadata names the leader publishes its series, so
+    // sums over brokers count each once. Their offsets and sizes were
+    // refreshed from the batch coordinator just before (see
+    // `refresh_diskless`).
+    let here = crate::diskless::ReportedHere::of(broker);
+    let mut reported: Vec<(String, String)> = Vec::new();
+    for p in broker.partitions.all_diskless() {
+        let offsets = crate::partition::PartitionStorage::offsets(p.as_ref());
+        ends.insert((p.topic.clone(), p.index), offsets.high_watermark);
+        if !here.contains(p.topic_id, p.index) {
+            continue;
+        }
+        let labels = [
+            ("topic", p.topic.clone()),
+            ("partition", p.index.to_string()),
+        ];
+        gauge!("krabka_diskless_log_size_bytes", &labels)
+            .set(crate::partition::PartitionStorage::size_bytes(p.as_ref()) as f64);
+        gauge!("krabka_partition_log_end_offset", &labels).set(offsets.high_watermark as f64);
+        gauge!("krabka_partition_log_start_offset", &labels).set(offsets.log_start as f64);
+        reported.push((p.topic.clone(), p.index.to_string()));
+    }
+    gauge!("krabka_partitions").set((partitions.len() + reported.len()) as f64);
     let topics: BTreeSet<String> = broker
         .registry
         .topics()
@@ -444,6 +473,7 @@ pub fn publish(broker: &Arc<Broker>) {
     let live: BTreeSet<(String, String)> = partitions
         .iter()
         .map(|p| (p.topic.clone(), p.index.to_string()))
+        .chain(reported)
         .collect();
     RECORDER.retain(|name, labels| {
         let label = |key: &str| labels.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
@@ -461,6 +491,26 @@ pub fn publish(broker: &Arc<Broker>) {
             _ => true,
         }
     });
+}
+
+/// How long a gauge pass waits for the batch coordinator: the pass shares
+/// the housekeeping loop with retention, which an unreachable database must
+/// not hold up.
+const DISKLESS_REFRESH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Asks the batch coordinator for the offsets and sizes of every diskless
+/// partition, in one call, so [`publish`] reports the coordinator's word
+/// rather than what this broker last saw (the last known values if it does
+/// not answer within [`DISKLESS_REFRESH_TIMEOUT`]).
+pub async fn refresh_diskless(broker: &Broker) {
+    let partitions = broker.partitions.all_diskless();
+    let refresh = crate::diskless::DisklessStorage::refresh_all(&partitions);
+    if tokio::time::timeout(DISKLESS_REFRESH_TIMEOUT, refresh)
+        .await
+        .is_err()
+    {
+        tracing::debug!("diskless sizes not refreshed: the batch coordinator is slow");
+    }
 }
 
 /// The rendered scrape, for tests of the broker in-process.

@@ -299,7 +299,10 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
                     reserve.ensure();
                 }).await;
             }
-            _ = gauges.tick() => metrics::publish(&broker),
+            _ = gauges.tick() => {
+                metrics::refresh_diskless(&broker).await;
+                metrics::publish(&broker);
+            }
             _ = diskless.tick() => {
                 // Diskless retention and the cleaner, once a diskless
                 // partition has started the runtime.

@@ -37,7 +37,7 @@ use {
         diskless::{
             BatchCoordinator, BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches,
             FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey,
-            OffsetAnswer, OffsetQuery, PartitionError, ProducerCheck, ProducerState, RecentBatch,
+            OffsetAnswer, OffsetQuery, PartitionError, ProducerCheck, ProducerInfo,
             RetentionOutcome, RetentionPolicy,
         },
     },
@@ -48,6 +48,8 @@ use {
     tokio_postgres::{IsolationLevel, Row, error::SqlState},
     uuid::Uuid,
 };
+
+mod producers;
 
 /// Attempts of one call that keeps hitting serialization failures.
 const MAX_ATTEMPTS: u32 = 5;
@@ -63,6 +65,8 @@ const MIN_BATCH_BYTES: i64 = 61;
 const MAX_RETENTION_BATCHES: i64 = 10_000;
 /// Most dead objects one `objects_to_delete` names (the cleaner comes back).
 const MAX_DEAD_OBJECTS: i64 = 10_000;
+/// Most expiry transactions one `expire_producers` runs.
+const MAX_EXPIRY_ROUNDS: u32 = 100;
 
 /// The batch coordinator of a cluster: diskless batches in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -396,7 +400,7 @@ async fn commit_object(
         .into_iter()
         .collect();
     let mut partitions = lock_partitions(&tx, &touched).await?;
-    let mut producers = load_producers(&tx, commit, &partitions).await?;
+    let mut producers = producers::load(&tx, commit, &partitions).await?;
     let mut changed_producers = BTreeSet::new();
     let mut answers = Vec::with_capacity(commit.batches.len());
     let mut placed = Vec::with_capacity(commit.batches.len());
@@ -441,7 +445,7 @@ async fn commit_object(
             producers
                 .entry(key)
                 .or_default()
-                .record(producer, base_offset);
+                .record(producer, base_offset, batch.max_timestamp);
             changed_producers.insert(key);
         }
         answers.push(Ok(Committed {
@@ -515,7 +519,7 @@ async fn commit_object(
         let appended: BTreeSet<DisklessPartition> = placed.iter().map(|b| b.partition).collect();
         partitions.retain(|p, _| appended.contains(p));
         store_partitions(&tx, &partitions).await?;
-        store_producers(&tx, &producers, &changed_producers).await?;
+        producers::store(&tx, &producers, &changed_producers).await?;
         // Delivered to the listening brokers only if this commits.
         let notify = tx.prepare_cached("SELECT pg_notify($1, $2)").await?;
         let touched: Vec<DisklessPartition> = appended.into_iter().collect();
@@ -530,100 +534,6 @@ async fn commit_object(
     }
     tx.commit().await?;
     Ok(answers)
-}
-
-type ProducerKey = (DisklessPartition, i64);
-
-/// Reads the state of the producers `commit` names on partitions it holds.
-async fn load_producers(
-    tx: &Transaction<'_>,
-    commit: &ObjectCommit,
-    partitions: &BTreeMap<DisklessPartition, PartitionRow>,
-) -> Result<BTreeMap<ProducerKey, ProducerState>, tokio_postgres::Error> {
-    let keys: BTreeSet<ProducerKey> = commit
-        .batches
-        .iter()
-        .filter(|b| partitions.contains_key(&b.partition))
-        .filter_map(|b| b.producer.map(|p| (b.partition, p.producer_id)))
-        .collect();
-    let mut producers = BTreeMap::new();
-    if keys.is_empty() {
-        return Ok(producers);
-    }
-    let topics: Vec<Uuid> = keys.iter().map(|(p, _)| p.topic_id).collect();
-    let indexes: Vec<i32> = keys.iter().map(|(p, _)| p.partition).collect();
-    let ids: Vec<i64> = keys.iter().map(|(_, id)| *id).collect();
-    let statement = tx
-        .prepare_cached(
-            "SELECT d.topic_id, d.partition, d.producer_id, d.producer_epoch, d.base_sequence,
-                    d.last_sequence, d.base_offset
-             FROM diskless_producer_batches d
-             JOIN unnest($1::uuid[], $2::int4[], $3::int8[]) AS k(topic_id, partition, producer_id)
-               ON d.topic_id = k.topic_id AND d.partition = k.partition
-              AND d.producer_id = k.producer_id
-             ORDER BY d.base_offset",
-        )
-        .await?;
-    for row in tx.query(&statement, &[&topics, &indexes, &ids]).await? {
-        let key = (DisklessPartition::new(row.get(0), row.get(1)), row.get(2));
-        let producer: &mut ProducerState = producers.entry(key).or_default();
-        producer.epoch = row.get(3);
-        producer.recent.push_back(RecentBatch {
-            base_sequence: row.get(4),
-            last_sequence: row.get(5),
-            base_offset: row.get(6),
-        });
-    }
-    Ok(producers)
-}
-
-/// Replaces the stored state of the `changed` producers.
-async fn store_producers(
-    tx: &Transaction<'_>,
-    producers: &BTreeMap<ProducerKey, ProducerState>,
-    changed: &BTreeSet<ProducerKey>,
-) -> Result<(), tokio_postgres::Error> {
-    if changed.is_empty() {
-        return Ok(());
-    }
-    let topics: Vec<Uuid> = changed.iter().map(|(p, _)| p.topic_id).collect();
-    let indexes: Vec<i32> = changed.iter().map(|(p, _)| p.partition).collect();
-    let ids: Vec<i64> = changed.iter().map(|(_, id)| *id).collect();
-    let delete = tx
-        .prepare_cached(
-            "DELETE FROM diskless_producer_batches d
-             USING unnest($1::uuid[], $2::int4[], $3::int8[]) AS k(topic_id, partition, producer_id)
-             WHERE d.topic_id = k.topic_id AND d.partition = k.partition
-               AND d.producer_id = k.producer_id",
-        )
-        .await?;
-    tx.execute(&delete, &[&topics, &indexes, &ids]).await?;
-    let rows: Vec<(&ProducerKey, i16, &RecentBatch)> = changed
-        .iter()
-        .filter_map(|key| producers.get(key).map(|p| (key, p)))
-        .flat_map(|(key, p)| p.recent.iter().map(move |r| (key, p.epoch, r)))
-        .collect();
-    let insert = tx
-        .prepare_cached(
-            "INSERT INTO diskless_producer_batches (topic_id, partition, producer_id,
-                 producer_epoch, base_sequence, last_sequence, base_offset)
-             SELECT * FROM unnest($1::uuid[], $2::int4[], $3::int8[], $4::int2[], $5::int4[],
-                                  $6::int4[], $7::int8[])",
-        )
-        .await?;
-    let topics: Vec<Uuid> = rows.iter().map(|(k, _, _)| k.0.topic_id).collect();
-    let indexes: Vec<i32> = rows.iter().map(|(k, _, _)| k.0.partition).collect();
-    let ids: Vec<i64> = rows.iter().map(|(k, _, _)| k.1).collect();
-    let epochs: Vec<i16> = rows.iter().map(|(_, e, _)| *e).collect();
-    let bases: Vec<i32> = rows.iter().map(|(_, _, r)| r.base_sequence).collect();
-    let lasts: Vec<i32> = rows.iter().map(|(_, _, r)| r.last_sequence).collect();
-    let offsets: Vec<i64> = rows.iter().map(|(_, _, r)| r.base_offset).collect();
-    tx.execute(
-        &insert,
-        &[&topics, &indexes, &ids, &epochs, &bases, &lasts, &offsets],
-    )
-    .await
-    .map(drop)
 }
 
 impl PgBatchCoordinator {
@@ -1065,5 +975,45 @@ impl BatchCoordinator for PgBatchCoordinator {
             .await?;
             Ok(())
         })
+    }
+
+    async fn describe_producers(
+        &self,
+        partitions: &[DisklessPartition],
+    ) -> Result<Vec<Result<Vec<ProducerInfo>, PartitionError>>, RemoteStorageError> {
+        transact!(self, "diskless_describe_producers", |conn| async {
+            let tx = snapshot(conn).await?;
+            let rows = read_partitions(&tx, partitions).await?;
+            let described = producers::describe(&tx, partitions).await?;
+            tx.commit().await?;
+            Ok(rows
+                .into_iter()
+                .zip(described)
+                .map(|(row, producers)| {
+                    row.map(|_| producers)
+                        .ok_or(PartitionError::UnknownTopicOrPartition)
+                })
+                .collect())
+        })
+    }
+
+    async fn expire_producers(&self, idle_before_ms: i64) -> Result<u64, RemoteStorageError> {
+        let mut forgotten = 0;
+        // Each transaction locks a bounded set of partitions; a call goes
+        // on until one finds nothing more (bounded, should producers keep
+        // turning idle faster than it forgets them).
+        for _ in 0..MAX_EXPIRY_ROUNDS {
+            let (n, more) = transact!(self, "diskless_expire_producers", |conn| async {
+                let tx = conn.transaction().await?;
+                let done = producers::expire_some(&tx, idle_before_ms).await?;
+                tx.commit().await?;
+                Ok(done)
+            })?;
+            forgotten += n;
+            if !more {
+                break;
+            }
+        }
+        Ok(forgotten)
     }
 }

@@ -50,6 +50,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event log partition counts",
         sql: include_str!("migrations/0005_event_log_partitions.sql"),
     },
+    Migration {
+        version: 6,
+        name: "diskless producer timestamps",
+        sql: include_str!("migrations/0006_diskless_producer_timestamps.sql"),
+    },
 ];
 
 /// The schema version this binary brings a database to.

@@ -37,7 +37,7 @@ async fn passes_the_conformance_suite() {
         }
     })
     .await;
-    check!(databases.lock().unwrap().len() == 11);
+    check!(databases.lock().unwrap().len() == 13);
 }
 
 /// Another broker: its own pool on the same database.
@@ -365,4 +365,79 @@ async fn abandoning_an_object_waits_for_its_commit_in_flight() {
         let dead = coordinator.objects_to_delete(i64::MAX).await.expect("dead");
         check!(dead.contains(&key) == !commits);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_through_one_broker_while_another_commits_forgets_only_idle_producers() {
+    let Some((db, cluster)) = support::cluster().await else {
+        return;
+    };
+    let brokers = [
+        Arc::new(cluster.batch_coordinator()) as Arc<dyn BatchCoordinator>,
+        broker(&db).await,
+    ];
+    let topic = uuid::Uuid::new_v4();
+    let partitions: Vec<_> = (0..4).map(|i| DisklessPartition::new(topic, i)).collect();
+    brokers[0].create_partitions(&partitions).await.unwrap();
+    const HORIZON: i64 = 1_000_000;
+    let send = |p: DisklessPartition, producer_id: i64, sequence: i32, timestamp: i64| {
+        let mut commit: ObjectCommit = commit_of("x", &[(p, 1)]);
+        commit.batches[0].producer = Some(ProducerBatch {
+            producer_id,
+            producer_epoch: 0,
+            base_sequence: sequence,
+            last_sequence: sequence,
+        });
+        commit.batches[0].max_timestamp = timestamp;
+        commit
+    };
+    // Broker 0 commits, on every partition, batches of one producer that
+    // stays fresh (above the horizon) and each time a batch of a new
+    // producer that is idle at once (below it), while broker 1 expires at
+    // the horizon over and over: both lock the same partitions.
+    let writer = {
+        let c = Arc::clone(&brokers[0]);
+        let partitions = partitions.clone();
+        tokio::spawn(async move {
+            for sequence in 0..30 {
+                for p in &partitions {
+                    let fresh = send(*p, 600, sequence, HORIZON + i64::from(sequence));
+                    let idle = send(*p, 1000 + i64::from(sequence), 0, HORIZON - 1);
+                    for commit in [fresh, idle] {
+                        let answer = c.commit_object(&commit).await.expect("commit").remove(0);
+                        check!(answer.is_ok_and(|a| !a.duplicate));
+                    }
+                }
+            }
+        })
+    };
+    let expirer = {
+        let c = Arc::clone(&brokers[1]);
+        tokio::spawn(async move {
+            let mut forgotten = 0;
+            for _ in 0..30 {
+                forgotten += c.expire_producers(HORIZON).await.expect("expire");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            forgotten
+        })
+    };
+    writer.await.unwrap();
+    let forgotten = expirer.await.unwrap() + brokers[1].expire_producers(HORIZON).await.unwrap();
+    check!(forgotten == 30 * 4, "every idle producer, each once");
+    for described in brokers[1].describe_producers(&partitions).await.unwrap() {
+        let described = described.unwrap();
+        check!(described.len() == 1);
+        check!(described[0].producer_id.0 == 600);
+        check!(described[0].last_sequence == 29);
+        check!(described[0].last_timestamp == HORIZON + 29);
+    }
+    // Its last batches are still recognised as retries, through either broker.
+    let retry = brokers[1]
+        .commit_object(&send(partitions[2], 600, 27, HORIZON + 27))
+        .await
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    check!(retry.duplicate);
 }

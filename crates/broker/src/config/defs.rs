@@ -1528,7 +1528,7 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
             max: INT_MAX,
         },
         false,
-        "How long a partition keeps the state of a producer idle without an open transaction.",
+        "How long a partition keeps the state of a producer idle without an open transaction (measured from its last batch's timestamp; a diskless partition's in the batch coordinator).",
     ),
     broker(
         "producer.id.expiration.check.interval.ms",

@@ -8,8 +8,14 @@
 //! anyone; partitions spread evenly (and with them clients and the block
 //! caches they warm); when a broker dies only its partitions move, each to
 //! the live broker that ranks next.
+//!
+//! The same choice says which broker *reports* a partition where Kafka
+//! reports a replica: DescribeLogDirs entries and per-partition metrics
+//! ([`ReportedHere`]). Every broker could answer for every diskless
+//! partition, but tools and dashboards sum over brokers, and would then
+//! count each partition once per broker.
 
-use {krabka_ids::BrokerId, uuid::Uuid};
+use {crate::broker::Broker, krabka_ids::BrokerId, uuid::Uuid};
 
 /// SplitMix64's finalizer: a fixed, well-mixed 64-bit hash step.
 fn mix(mut x: u64) -> u64 {
@@ -30,6 +36,39 @@ pub fn reported_leader(topic_id: Uuid, partition: i32, live: &[BrokerId]) -> Opt
             node.0,
         )
     })
+}
+
+/// The diskless partitions this broker reports as its own: those Metadata
+/// names it the leader (and only replica) of — every one on a single node,
+/// in a cluster the ones [`reported_leader`] gives this broker among the
+/// live brokers of the moment.
+#[derive(Debug, Clone)]
+pub struct ReportedHere {
+    me: BrokerId,
+    /// The live brokers, in cluster mode.
+    live: Option<Vec<BrokerId>>,
+}
+
+impl ReportedHere {
+    /// The choice as `broker` sees its cluster now.
+    #[must_use]
+    pub fn of(broker: &Broker) -> Self {
+        Self {
+            me: BrokerId(broker.config.node_id),
+            live: broker
+                .cluster
+                .get()
+                .map(|c| c.live_brokers().iter().map(|b| b.node).collect()),
+        }
+    }
+
+    /// Whether this broker reports partition `partition` of `topic_id`.
+    #[must_use]
+    pub fn contains(&self, topic_id: Uuid, partition: i32) -> bool {
+        self.live
+            .as_ref()
+            .is_none_or(|live| reported_leader(topic_id, partition, live) == Some(self.me))
+    }
 }
 
 #[cfg(test)]
@@ -68,5 +107,33 @@ mod tests {
             }
         }
         check!(reported_leader(topic, 0, &[]).is_none());
+    }
+
+    #[test]
+    fn each_partition_is_reported_by_exactly_one_live_broker() {
+        let topic = Uuid::from_u128(77);
+        let live = vec![BrokerId(1), BrokerId(2), BrokerId(3)];
+        let views: Vec<_> = live
+            .iter()
+            .map(|me| ReportedHere {
+                me: *me,
+                live: Some(live.clone()),
+            })
+            .collect();
+        for p in 0..50 {
+            let reporters = views.iter().filter(|v| v.contains(topic, p)).count();
+            check!(reporters == 1, "partition {p}");
+        }
+        let single = ReportedHere {
+            me: BrokerId(1),
+            live: None,
+        };
+        check!((0..50).all(|p| single.contains(topic, p)));
+        // A broker that is not live (yet) reports nothing.
+        let outside = ReportedHere {
+            me: BrokerId(9),
+            live: Some(live),
+        };
+        check!((0..50).all(|p| !outside.contains(topic, p)));
     }
 }

@@ -17,7 +17,7 @@ mod storage;
 #[cfg(test)]
 mod tests;
 
-pub use leader::reported_leader;
+pub use leader::{ReportedHere, reported_leader};
 
 pub use storage::DisklessStorage;
 
@@ -372,6 +372,20 @@ impl DisklessRuntime {
                     return;
                 }
             }
+        }
+    }
+
+    /// Forgets the idempotent producers of every diskless partition whose
+    /// last batch is older than `expiration_ms` (`producer.id.expiration.ms`,
+    /// measured as for classic partitions: from the batch's largest
+    /// timestamp to now). In a cluster every broker may run it: it is one
+    /// idempotent call on the shared coordinator.
+    pub async fn expire_producers(&self, expiration_ms: u64) {
+        let idle_before = now_ms().saturating_sub(i64::try_from(expiration_ms).unwrap_or(i64::MAX));
+        match self.coordinator.expire_producers(idle_before).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(removed = n, "expired diskless producer ids"),
+            Err(e) => tracing::warn!(error = %e, "expiring diskless producer ids failed"),
         }
     }
 

@@ -35,7 +35,7 @@ use {
     krabka_remote_storage::diskless::{
         BatchError, CommitBatch, DeleteRecords, DisklessPartition, FindBatches, FoundBatch,
         ListOffsetsQuery, LogInfo, OffsetAnswer, OffsetQuery as CoordinatorQuery, PartitionError,
-        ProducerBatch, RetentionPolicy, WriteError, read_batches,
+        ProducerBatch, ProducerInfo, RetentionPolicy, WriteError, read_batches,
     },
     std::sync::{
         Arc, Mutex, PoisonError, RwLock, Weak,
@@ -206,6 +206,33 @@ impl DisklessStorage {
             }
             Err(e) => {
                 tracing::debug!(partition = ?self, error = %e, "diskless offsets not refreshed")
+            }
+        }
+    }
+
+    /// Asks the coordinator, in one call, for the offsets and sizes of
+    /// `partitions` (all on one broker's runtime) and takes them in: what
+    /// DescribeLogDirs and the metrics report is then the coordinator's
+    /// word of the moment, commits made through other brokers included.
+    /// A coordinator that cannot answer leaves the last known values.
+    pub async fn refresh_all(partitions: &[Arc<Self>]) {
+        let Some(first) = partitions.first() else {
+            return;
+        };
+        let ids: Vec<DisklessPartition> = partitions.iter().map(|p| p.id).collect();
+        match first.runtime.coordinator.log_info(&ids).await {
+            Ok(infos) => {
+                for (p, info) in partitions.iter().zip(infos) {
+                    match info {
+                        Ok(info) => p.learn(&info),
+                        Err(e) => {
+                            tracing::debug!(partition = ?p, error = %e, "diskless offsets unknown");
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(partitions = ids.len(), error = %e, "diskless sizes not refreshed");
             }
         }
     }
@@ -458,6 +485,20 @@ fn prepare(
     })
 }
 
+/// DescribeProducers' view of a producer the coordinator knows: diskless
+/// topics carry no transactions, so no coordinator epoch (-1) and no open
+/// transaction.
+fn producer_summary(p: ProducerInfo) -> ProducerSummary {
+    ProducerSummary {
+        producer_id: p.producer_id,
+        producer_epoch: p.producer_epoch,
+        last_sequence: p.last_sequence,
+        last_timestamp: p.last_timestamp,
+        coordinator_epoch: -1,
+        current_txn_start_offset: None,
+    }
+}
+
 /// The classic log's error for a batch the coordinator refused.
 fn refusal(
     e: &BatchError,
@@ -591,9 +632,15 @@ impl PartitionStorage for DisklessStorage {
         self.size.load(Ordering::Relaxed)
     }
 
-    fn producers(&self) -> Vec<ProducerSummary> {
-        // The coordinator keeps the producers' state; it is not exposed.
-        Vec::new()
+    async fn producers(&self) -> Result<Vec<ProducerSummary>, StorageError> {
+        let known = single(
+            self.runtime
+                .coordinator
+                .describe_producers(&[self.id])
+                .await,
+        )?
+        .map_err(|e| partition_error(&e))?;
+        Ok(known.into_iter().map(producer_summary).collect())
     }
 
     fn changed(&self) -> &Notify {

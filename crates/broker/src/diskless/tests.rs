@@ -222,3 +222,132 @@ fn invalid_combinations_are_refused() {
     ]);
     check!(tiered.unwrap_err().contains("remote.storage.enable"));
 }
+
+/// DescribeLogDirs sizes, DescribeProducers states, producer expiry and
+/// the size metric of diskless partitions, through the handlers, on the
+/// embedded coordinator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_dirs_producers_expiry_and_metrics_see_diskless_partitions() {
+    use kafka_protocol::{
+        messages::{
+            DescribeLogDirsRequest, DescribeProducersRequest, TopicName,
+            describe_log_dirs_request::DescribableLogDirTopic,
+            describe_producers_request::TopicRequest,
+        },
+        protocol::StrBytes,
+    };
+    crate::metrics::install();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path()).await;
+    let b = Arc::clone(&broker);
+    crate::blocking::run(move || {
+        create_topic_now(
+            &b,
+            "d",
+            2,
+            BTreeMap::from([("diskless.enable".to_owned(), "true".to_owned())]),
+            None,
+        )?;
+        create_topic_now(&b, "c", 1, BTreeMap::new(), None)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let p0 = broker.partitions.storage("d", 0).unwrap();
+    let p1 = broker.partitions.storage("d", 1).unwrap();
+    let t0 = 1_700_000_000_000;
+    let first = batch(3, t0, Some((7, 0, 0)), false);
+    let second = batch(2, t0 + 50, Some((7, 0, 3)), false);
+    let other = batch(4, t0, None, false);
+    let expected0 = u64::try_from(first.len() + second.len()).unwrap();
+    append(&p0, first).await;
+    append(&p0, second).await;
+    append(&p1, other.clone()).await;
+    let c = broker.partitions.storage("c", 0).unwrap();
+    append(&c, batch(1, t0, None, false)).await;
+
+    // DescribeLogDirs: every partition under the one directory, a diskless
+    // one with the bytes of its batches.
+    let mut every = DescribeLogDirsRequest::default();
+    every.topics = None; // null: every topic
+    let all = crate::handlers::admin::handle_describe_log_dirs(&broker, &every).await;
+    check!(all.results.len() == 1);
+    let sizes: BTreeMap<(String, i32), i64> = all.results[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| ((t.name.0.to_string(), p.partition_index), p.partition_size))
+        })
+        .collect();
+    check!(sizes.get(&("d".to_owned(), 0)) == Some(&i64::try_from(expected0).unwrap()));
+    check!(sizes.get(&("d".to_owned(), 1)) == Some(&i64::try_from(other.len()).unwrap()));
+    check!(sizes.get(&("c".to_owned(), 0)).is_some_and(|s| *s > 0));
+    // Asked for one diskless partition, only it.
+    let mut wanted = DescribableLogDirTopic::default();
+    wanted.topic = TopicName(StrBytes::from_static_str("d"));
+    wanted.partitions = vec![1];
+    let mut one = DescribeLogDirsRequest::default();
+    one.topics = Some(vec![wanted]);
+    let one = crate::handlers::admin::handle_describe_log_dirs(&broker, &one).await;
+    let listed: Vec<_> = one.results[0]
+        .topics
+        .iter()
+        .map(|t| (t.name.0.to_string(), t.partitions.len()))
+        .collect();
+    check!(listed == [("d".to_owned(), 1)]);
+
+    // DescribeProducers: the coordinator's producer state, no transaction.
+    let mut topic = TopicRequest::default();
+    topic.name = TopicName(StrBytes::from_static_str("d"));
+    topic.partition_indexes = vec![0, 1, 7];
+    let mut request = DescribeProducersRequest::default();
+    request.topics = vec![topic];
+    let described = crate::coordinator::txn::producers::describe_producers(&broker, &request).await;
+    let partitions = &described.topics[0].partitions;
+    check!(partitions.len() == 3);
+    check!(partitions[0].error_code == 0);
+    let states = &partitions[0].active_producers;
+    check!(states.len() == 1);
+    check!(states[0].producer_id.0 == 7);
+    check!(states[0].producer_epoch == 0);
+    check!(states[0].last_sequence == 4);
+    check!(
+        states[0].last_timestamp == t0 + 51,
+        "the last batch's largest timestamp"
+    );
+    check!(states[0].coordinator_epoch == -1);
+    check!(states[0].current_txn_start_offset == -1);
+    check!(partitions[1].error_code == 0 && partitions[1].active_producers.is_empty());
+    check!(partitions[2].error_code == 3, "UNKNOWN_TOPIC_OR_PARTITION");
+
+    // Expiry: the producer's last batch is years old, so a day forgets it;
+    // a later batch of its may start at any sequence.
+    let runtime = broker.partitions.diskless_started().unwrap();
+    runtime.expire_producers(86_400_000).await;
+    let described = crate::coordinator::txn::producers::describe_producers(&broker, &request).await;
+    check!(
+        described.topics[0].partitions[0]
+            .active_producers
+            .is_empty()
+    );
+    let restarted = append(&p0, batch(1, t0 + 100, Some((7, 0, 40)), false)).await;
+    check!(!restarted.duplicate);
+
+    // The metrics: the diskless size beside the classic partition's.
+    crate::metrics::refresh_diskless(&broker).await;
+    crate::metrics::publish(&broker);
+    let scrape = crate::metrics::render();
+    let size_line = format!(
+        "krabka_diskless_log_size_bytes{{topic=\"d\",partition=\"1\"}} {}\n",
+        other.len()
+    );
+    check!(scrape.contains(&size_line), "{scrape}");
+    check!(scrape.contains("krabka_partition_log_end_offset{topic=\"d\",partition=\"0\"} 6\n"));
+    check!(
+        !scrape.contains("krabka_diskless_log_size_bytes{topic=\"c\""),
+        "a classic partition has no diskless size"
+    );
+    runtime.stop().await;
+}

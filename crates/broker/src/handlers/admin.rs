@@ -9,6 +9,7 @@ use {
     crate::{
         broker::Broker,
         config::defs,
+        diskless::DisklessStorage,
         partition::PartitionStorage,
         topics::{RegistryRefusal, TopicMeta, config as topic_config, names},
     },
@@ -725,6 +726,16 @@ pub async fn handle_delete_records(
 
 /// Handles DescribeLogDirs: the one log directory and its partition sizes.
 /// The directory and volume calls run on the blocking pool.
+///
+/// A classic partition's size is its local log's bytes (remote bytes are in
+/// the metrics), as Kafka reports. A diskless partition has no local log:
+/// it is listed under the same directory, by the one broker Metadata names
+/// its leader ([`ReportedHere`](crate::diskless::ReportedHere)), with the
+/// bytes of its live batches in object storage as the batch coordinator
+/// counts them now — so `kafka-log-dirs` and the admin clients see every
+/// diskless partition once, and its size shrink with retention and
+/// DeleteRecords. (Inkless lists none; a size that is in object storage
+/// rather than on this volume is still the size tools sum per topic.)
 pub async fn handle_describe_log_dirs(
     broker: &Arc<Broker>,
     request: &DescribeLogDirsRequest,
@@ -749,18 +760,38 @@ pub async fn handle_describe_log_dirs(
             .map(|t| (t.topic.0.to_string(), t.partitions.clone()))
             .collect()
     });
-    for partition in broker.partitions.all() {
-        if let Some(wanted) = &wanted {
-            match wanted.get(&partition.topic) {
-                Some(list) if list.contains(&partition.index) => {}
-                _ => continue,
-            }
-        }
+    let is_wanted = |topic: &str, index: i32| {
+        wanted
+            .as_ref()
+            .is_none_or(|w| w.get(topic).is_some_and(|list| list.contains(&index)))
+    };
+    let entry = |index: i32, size: u64| {
         let mut p = DescribeLogDirsPartition::default();
-        p.partition_index = partition.index;
-        // Local bytes only, as Kafka reports (remote sizes are in the metrics).
-        p.partition_size = i64::try_from(partition.size_bytes()).unwrap_or(i64::MAX);
-        by_topic.entry(partition.topic.clone()).or_default().push(p);
+        p.partition_index = index;
+        p.partition_size = i64::try_from(size).unwrap_or(i64::MAX);
+        p
+    };
+    for partition in broker.partitions.all() {
+        if is_wanted(&partition.topic, partition.index) {
+            by_topic
+                .entry(partition.topic.clone())
+                .or_default()
+                .push(entry(partition.index, partition.size_bytes()));
+        }
+    }
+    let here = crate::diskless::ReportedHere::of(broker);
+    let diskless: Vec<_> = broker
+        .partitions
+        .all_diskless()
+        .into_iter()
+        .filter(|p| is_wanted(&p.topic, p.index) && here.contains(p.topic_id, p.index))
+        .collect();
+    DisklessStorage::refresh_all(&diskless).await;
+    for partition in diskless {
+        by_topic
+            .entry(partition.topic.clone())
+            .or_default()
+            .push(entry(partition.index, partition.size_bytes()));
     }
     result.topics = by_topic
         .into_iter()

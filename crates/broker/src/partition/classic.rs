@@ -259,8 +259,10 @@ impl PartitionStorage for Partition {
         self.log.size_bytes()
     }
 
-    fn producers(&self) -> Vec<ProducerSummary> {
-        self.log.producers()
+    async fn producers(&self) -> Result<Vec<ProducerSummary>, StorageError> {
+        // Reading the producer state takes the log's append lock.
+        let log = Arc::clone(&self.log);
+        Ok(blocking::run(move || log.producers()).await?)
     }
 
     fn changed(&self) -> &Notify {

@@ -294,12 +294,21 @@ pub trait PartitionStorage: Send + Sync + std::fmt::Debug {
     /// [`StorageError::Log`] if it cannot be persisted.
     async fn delete_records(&self, offset: i64) -> Result<i64, StorageError>;
 
-    /// Bytes held on this broker's disk (DescribeLogDirs reports local
-    /// bytes, as Kafka does).
+    /// Bytes of the partition's records that DescribeLogDirs and the
+    /// metrics report: a classic partition's on this broker's disk (local
+    /// bytes, as Kafka reports), a diskless partition's live batches in
+    /// object storage (as the batch coordinator last counted them).
     fn size_bytes(&self) -> u64;
 
-    /// The producers the partition knows (DescribeProducers). Blocking.
-    fn producers(&self) -> Vec<ProducerSummary>;
+    /// The producers the partition knows (DescribeProducers): the local
+    /// log's producer state, or a diskless partition's in the batch
+    /// coordinator.
+    ///
+    /// # Errors
+    ///
+    /// [`StorageError::Unavailable`] when the batch coordinator cannot
+    /// answer, [`StorageError::Task`] when reading the log's state fails.
+    async fn producers(&self) -> Result<Vec<ProducerSummary>, StorageError>;
 
     /// Notified after every append and every move of the high watermark or
     /// last stable offset.

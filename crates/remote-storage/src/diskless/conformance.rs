@@ -13,10 +13,10 @@ use {
         types::{
             BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
             ListOffsetsQuery, ObjectCommit, ObjectKey, OffsetAnswer, OffsetQuery, PartitionError,
-            ProducerBatch, RetentionPolicy,
+            ProducerBatch, ProducerInfo, RetentionPolicy,
         },
     },
-    krabka_ids::BrokerId,
+    krabka_ids::{BrokerId, ProducerEpoch, ProducerId},
     std::{future::Future, sync::Arc},
     uuid::Uuid,
 };
@@ -67,6 +67,12 @@ where
         }),
         ("an_abandoned_object_is_dead_unless_it_was_committed", |c| {
             Box::pin(an_abandoned_object_is_dead_unless_it_was_committed(c))
+        }),
+        ("producers_are_described_by_their_last_batch", |c| {
+            Box::pin(producers_are_described_by_their_last_batch(c))
+        }),
+        ("idle_producers_expire_and_may_start_again", |c| {
+            Box::pin(idle_producers_expire_and_may_start_again(c))
         }),
     ];
     for (name, case) in cases {
@@ -551,4 +557,124 @@ async fn an_abandoned_object_is_dead_unless_it_was_committed(c: Arc<dyn BatchCoo
         .await
         .unwrap();
     assert!(c.objects_to_delete(i64::MAX).await.unwrap().is_empty());
+}
+
+/// A commit of one batch of `count` offsets from `producer` (epoch,
+/// first and last sequence) to `p`, with largest timestamp `timestamp`.
+fn produced(
+    p: DisklessPartition,
+    producer: (i64, i16, i32, i32),
+    count: u32,
+    timestamp: i64,
+) -> ObjectCommit {
+    let (producer_id, producer_epoch, base_sequence, last_sequence) = producer;
+    let mut commit = idempotent(
+        commit_of("p", &[(p, count)]),
+        ProducerBatch {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            last_sequence,
+        },
+    );
+    commit.batches[0].max_timestamp = timestamp;
+    commit
+}
+
+fn described(id: i64, epoch: i16, last_sequence: i32, last_timestamp: i64) -> ProducerInfo {
+    ProducerInfo {
+        producer_id: ProducerId(id),
+        producer_epoch: ProducerEpoch(epoch),
+        last_sequence,
+        last_timestamp,
+    }
+}
+
+async fn producers_are_described_by_their_last_batch(c: Arc<dyn BatchCoordinator>) {
+    let p = partitions(2);
+    c.create_partitions(&p).await.unwrap();
+    let none = c.describe_producers(&p).await.unwrap();
+    assert_eq!(none, [Ok(Vec::new()), Ok(Vec::new())]);
+    commit(&c, &commit_of("plain", &[(p[0], 4)])).await; // no producer id
+    commit(&c, &produced(p[0], (20, 0, 0, 2), 3, 7_000)).await;
+    commit(&c, &produced(p[0], (10, 3, 0, 0), 1, 9_000)).await;
+    // Producer 20's later batch carries an older timestamp: Kafka reports
+    // the last batch's, not the largest ever.
+    commit(&c, &produced(p[0], (20, 0, 3, 4), 2, 6_000)).await;
+    // A retry adds nothing and changes nothing.
+    let retry = commit(&c, &produced(p[0], (20, 0, 0, 2), 3, 8_000)).await;
+    assert!(retry[0].as_ref().unwrap().duplicate);
+    // A refused batch neither.
+    let refused = commit(&c, &produced(p[0], (10, 2, 1, 1), 1, 9_500)).await;
+    assert!(matches!(
+        refused[0],
+        Err(BatchError::InvalidProducerEpoch { .. })
+    ));
+    // Producer 10 bumps its epoch on the other partition only.
+    commit(&c, &produced(p[1], (10, 4, 0, 9), 10, 11_000)).await;
+    let unknown = partitions(1)[0];
+    let answers = c.describe_producers(&[p[0], unknown, p[1]]).await.unwrap();
+    assert_eq!(
+        answers[0],
+        Ok(vec![described(10, 3, 0, 9_000), described(20, 0, 4, 6_000)])
+    );
+    assert_eq!(answers[1], Err(PartitionError::UnknownTopicOrPartition));
+    assert_eq!(answers[2], Ok(vec![described(10, 4, 9, 11_000)]));
+    // A deleted topic's producers are gone with it.
+    let gone = partitions(1);
+    c.create_partitions(&gone).await.unwrap();
+    commit(&c, &produced(gone[0], (10, 3, 1, 1), 1, 9_000)).await;
+    c.delete_topics(&[gone[0].topic_id]).await.unwrap();
+    assert_eq!(
+        c.describe_producers(&gone).await.unwrap()[0],
+        Err(PartitionError::UnknownTopicOrPartition)
+    );
+    c.create_partitions(&gone).await.unwrap();
+    assert_eq!(
+        c.describe_producers(&gone).await.unwrap()[0],
+        Ok(Vec::new()),
+        "created again, it starts with no producer"
+    );
+}
+
+async fn idle_producers_expire_and_may_start_again(c: Arc<dyn BatchCoordinator>) {
+    let p = partitions(2);
+    c.create_partitions(&p).await.unwrap();
+    commit(&c, &produced(p[0], (1, 0, 0, 0), 1, 1_000)).await;
+    commit(&c, &produced(p[0], (1, 0, 1, 1), 1, 2_000)).await;
+    commit(&c, &produced(p[0], (2, 0, 0, 0), 1, 5_000)).await;
+    // The same producer id on another partition is another state.
+    commit(&c, &produced(p[1], (1, 0, 0, 0), 1, 3_000)).await;
+    assert_eq!(c.expire_producers(2_000).await.unwrap(), 0, "not below");
+    assert_eq!(c.expire_producers(3_000).await.unwrap(), 1);
+    let left = c.describe_producers(&p).await.unwrap();
+    assert_eq!(left[0], Ok(vec![described(2, 0, 0, 5_000)]));
+    assert_eq!(left[1], Ok(vec![described(1, 0, 0, 3_000)]));
+    // The forgotten producer may start anywhere, and is checked again
+    // from there; its retry of a batch from before is no longer known.
+    let again = commit(&c, &produced(p[0], (1, 0, 0, 0), 1, 6_000)).await;
+    let again = again[0].as_ref().unwrap();
+    assert!(!again.duplicate, "a forgotten producer's batch is new");
+    assert_eq!(again.base_offset, 3);
+    assert_eq!(
+        commit(&c, &produced(p[0], (1, 0, 5, 5), 1, 6_000)).await[0],
+        Err(BatchError::OutOfOrderSequence {
+            sequence: 5,
+            expected: 1
+        })
+    );
+    // Producers still known keep their sequences.
+    assert!(matches!(
+        commit(&c, &produced(p[0], (2, 0, 7, 7), 1, 6_000)).await[0],
+        Err(BatchError::OutOfOrderSequence { .. })
+    ));
+    assert_eq!(c.expire_producers(i64::MAX).await.unwrap(), 3);
+    assert_eq!(
+        c.describe_producers(&p).await.unwrap(),
+        [Ok(Vec::new()), Ok(Vec::new())]
+    );
+    // Expiry forgets producers, never data.
+    let info = c.log_info(&p).await.unwrap();
+    assert_eq!(info[0].as_ref().unwrap().high_watermark, 4);
+    assert_eq!(info[1].as_ref().unwrap().high_watermark, 1);
 }

@@ -12,7 +12,7 @@ use {
     super::types::{
         BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches, FoundBatches,
         ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer, PartitionError,
-        RetentionOutcome, RetentionPolicy,
+        ProducerInfo, RetentionOutcome, RetentionPolicy,
     },
     crate::RemoteStorageError,
     async_trait::async_trait,
@@ -32,6 +32,11 @@ use {
 /// - an idempotent producer's retried batch is answered with its original
 ///   offsets and adds nothing; a batch whose sequence does not follow, or
 ///   whose epoch is stale, is refused with Kafka's error;
+/// - a producer is described by its last accepted batch (epoch, last
+///   sequence, largest timestamp), and forgotten by
+///   [`expire_producers`](Self::expire_producers) only once that batch's
+///   timestamp is below the horizon; a forgotten producer may start again
+///   at any sequence;
 /// - an object none of whose batches is live any more (never accepted,
 ///   deleted by retention, DeleteRecords or topic deletion) is offered for
 ///   deletion once it has been dead for the grace period, and never before;
@@ -162,4 +167,26 @@ pub trait BatchCoordinator: Send + Sync + std::fmt::Debug {
     ///
     /// [`RemoteStorageError`] when the coordinator fails.
     async fn delete_objects(&self, keys: &[ObjectKey]) -> Result<(), RemoteStorageError>;
+
+    /// The idempotent producers each partition knows, by producer id, in
+    /// request order (Kafka's DescribeProducers).
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn describe_producers(
+        &self,
+        partitions: &[DisklessPartition],
+    ) -> Result<Vec<Result<Vec<ProducerInfo>, PartitionError>>, RemoteStorageError>;
+
+    /// Forgets, on every partition, the producers whose last batch's
+    /// largest timestamp is below `idle_before_ms` — now minus Kafka's
+    /// `producer.id.expiration.ms`, as `ProducerStateManager` expires
+    /// producers of a classic partition; answers how many it forgot.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails; producers already
+    /// forgotten stay forgotten (the next call finishes the work).
+    async fn expire_producers(&self, idle_before_ms: i64) -> Result<u64, RemoteStorageError>;
 }

@@ -26,7 +26,7 @@ use {
         types::{
             BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches, FoundBatches,
             ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer, PartitionError,
-            RetentionOutcome, RetentionPolicy,
+            ProducerInfo, RetentionOutcome, RetentionPolicy,
         },
     },
     crate::RemoteStorageError,
@@ -316,6 +316,29 @@ impl BatchCoordinator for InMemoryBatchCoordinator {
         self.change(Op::DeleteObjects(keys.to_vec()))
             .await
             .map(drop)
+    }
+
+    async fn describe_producers(
+        &self,
+        partitions: &[DisklessPartition],
+    ) -> Result<Vec<Result<Vec<ProducerInfo>, PartitionError>>, RemoteStorageError> {
+        let state = self.inner.read();
+        Ok(partitions.iter().map(|p| state.producers(p)).collect())
+    }
+
+    async fn expire_producers(&self, idle_before_ms: i64) -> Result<u64, RemoteStorageError> {
+        // A pass with nothing to forget is not journaled (it runs every
+        // few minutes); a commit racing it only makes producers younger.
+        if self.inner.read().idle_producers(idle_before_ms) == 0 {
+            return Ok(0);
+        }
+        let op = Op::ExpireProducers {
+            idle_before: idle_before_ms,
+        };
+        match self.change(op).await? {
+            Answer::Expired(n) => Ok(n),
+            other => Err(unexpected(&other)),
+        }
     }
 }
 

@@ -85,7 +85,8 @@ pub use {
     types::{
         BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
         FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,
-        OffsetQuery, PartitionError, ProducerBatch, RetentionOutcome, RetentionPolicy,
+        OffsetQuery, PartitionError, ProducerBatch, ProducerInfo, RetentionOutcome,
+        RetentionPolicy,
     },
     writer::{Appended, ObjectWriter, OnCommit, WriteError, WriterConfig},
 };

@@ -8,10 +8,14 @@
 //!
 //! Every batch coordinator applies the same rules to its own storage of
 //! this state (the in-memory one in its journal, the PostgreSQL one in a
-//! table), so they live here once.
+//! table), so they live here once — and so does what DescribeProducers
+//! reports of a producer and when `producer.id.expiration.ms` forgets it:
+//! as Kafka's `ProducerStateManager`, by the largest timestamp of the
+//! producer's last batch.
 
 use {
-    super::types::{BatchError, ProducerBatch},
+    super::types::{BatchError, ProducerBatch, ProducerInfo},
+    krabka_ids::{ProducerEpoch, ProducerId},
     serde::{Deserialize, Serialize},
     std::collections::VecDeque,
 };
@@ -29,6 +33,10 @@ pub struct RecentBatch {
     pub last_sequence: i32,
     /// The offset it was committed at.
     pub base_offset: i64,
+    /// Its largest timestamp. State journaled before this was kept reads
+    /// as 0: such a producer counts as idle at the next expiry pass.
+    #[serde(default)]
+    pub max_timestamp: i64,
 }
 
 /// One producer on one partition; no recent batch means unknown.
@@ -97,8 +105,9 @@ impl ProducerState {
         }
     }
 
-    /// Remembers an accepted batch at `base_offset`.
-    pub fn record(&mut self, batch: &ProducerBatch, base_offset: i64) {
+    /// Remembers an accepted batch at `base_offset` whose largest
+    /// timestamp is `max_timestamp`.
+    pub fn record(&mut self, batch: &ProducerBatch, base_offset: i64, max_timestamp: i64) {
         if self.epoch != batch.producer_epoch {
             self.epoch = batch.producer_epoch;
             self.recent.clear();
@@ -110,7 +119,31 @@ impl ProducerState {
             base_sequence: batch.base_sequence,
             last_sequence: batch.last_sequence,
             base_offset,
+            max_timestamp,
         });
+    }
+
+    /// What DescribeProducers reports of this producer; `None` for an
+    /// unknown one.
+    #[must_use]
+    pub fn info(&self, producer_id: i64) -> Option<ProducerInfo> {
+        let last = self.recent.back()?;
+        Some(ProducerInfo {
+            producer_id: ProducerId(producer_id),
+            producer_epoch: ProducerEpoch(self.epoch),
+            last_sequence: last.last_sequence,
+            last_timestamp: last.max_timestamp,
+        })
+    }
+
+    /// Whether `producer.id.expiration.ms` forgets this producer: its last
+    /// batch's timestamp is below `idle_before_ms` (now minus the
+    /// expiration, as the classic log's `remove_expired` takes it).
+    #[must_use]
+    pub fn is_idle(&self, idle_before_ms: i64) -> bool {
+        self.recent
+            .back()
+            .is_none_or(|last| last.max_timestamp < idle_before_ms)
     }
 }
 
@@ -130,7 +163,7 @@ mod tests {
     #[test]
     fn sequences_wrap_at_i32_max() {
         let mut p = ProducerState::default();
-        p.record(&batch(0, i32::MAX - 1, i32::MAX), 0);
+        p.record(&batch(0, i32::MAX - 1, i32::MAX), 0, 0);
         check!(p.check(&batch(0, 0, 3)) == ProducerCheck::Accept);
         check!(matches!(
             p.check(&batch(0, 1, 3)),
@@ -142,7 +175,7 @@ mod tests {
     fn only_the_last_five_batches_are_recognised_as_retries() {
         let mut p = ProducerState::default();
         for i in 0..6 {
-            p.record(&batch(0, i * 10, i * 10 + 9), i64::from(i) * 10);
+            p.record(&batch(0, i * 10, i * 10 + 9), i64::from(i) * 10, 0);
         }
         check!(p.recent.len() == BATCHES_TO_RETAIN);
         check!(p.check(&batch(0, 10, 19)) == ProducerCheck::Duplicate(10));
@@ -155,13 +188,33 @@ mod tests {
     #[test]
     fn a_new_epoch_forgets_the_old_batches() {
         let mut p = ProducerState::default();
-        p.record(&batch(0, 0, 4), 0);
+        p.record(&batch(0, 0, 4), 0, 0);
         check!(p.check(&batch(1, 0, 0)) == ProducerCheck::Accept);
-        p.record(&batch(1, 0, 0), 5);
+        p.record(&batch(1, 0, 0), 5, 0);
         check!(p.recent.len() == 1);
         check!(matches!(
             p.check(&batch(0, 5, 5)),
             ProducerCheck::Refused(BatchError::InvalidProducerEpoch { .. })
         ));
+    }
+
+    #[test]
+    fn the_last_batch_is_what_describe_and_expiry_go_by() {
+        let mut p = ProducerState::default();
+        check!(p.info(9).is_none());
+        check!(
+            p.is_idle(i64::MIN),
+            "an unknown producer has nothing to keep"
+        );
+        p.record(&batch(2, 0, 4), 100, 5_000);
+        // An older timestamp on the later batch: Kafka keeps the last one.
+        p.record(&batch(2, 5, 7), 105, 4_000);
+        let info = p.info(9).unwrap();
+        check!(info.producer_id == ProducerId(9));
+        check!(info.producer_epoch == ProducerEpoch(2));
+        check!(info.last_sequence == 7);
+        check!(info.last_timestamp == 4_000);
+        check!(!p.is_idle(4_000), "idle only below the horizon");
+        check!(p.is_idle(4_001));
     }
 }

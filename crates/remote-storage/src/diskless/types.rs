@@ -7,7 +7,7 @@
 //! itself (database down) is a [`RemoteStorageError`](crate::RemoteStorageError).
 
 use {
-    krabka_ids::BrokerId,
+    krabka_ids::{BrokerId, ProducerEpoch, ProducerId},
     serde::{Deserialize, Serialize},
     std::fmt,
     uuid::Uuid,
@@ -66,6 +66,22 @@ pub struct ProducerBatch {
     pub base_sequence: i32,
     /// Sequence number of its last record.
     pub last_sequence: i32,
+}
+
+/// What the coordinator remembers of one idempotent producer on one
+/// partition, as DescribeProducers reports it. Diskless topics carry no
+/// transactions, so there is no coordinator epoch or open transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerInfo {
+    /// Producer id.
+    pub producer_id: ProducerId,
+    /// Its current epoch.
+    pub producer_epoch: ProducerEpoch,
+    /// Sequence number of the last record of its last batch.
+    pub last_sequence: i32,
+    /// The largest timestamp of its last batch (Kafka's `lastTimestamp`,
+    /// which `producer.id.expiration.ms` goes by).
+    pub last_timestamp: i64,
 }
 
 /// One batch of an object being committed, as the broker validated it.

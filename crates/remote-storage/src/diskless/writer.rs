@@ -440,7 +440,8 @@ mod tests {
         crate::diskless::{
             DeleteRecords, DisklessPartition, FindBatches, FoundBatches, InMemoryBatchCoordinator,
             ListOffsetsQuery, LogInfo, ObjectCache, ObjectFile, ObjectKey, OffsetAnswer,
-            PartitionError, ProducerBatch, RetentionOutcome, RetentionPolicy, clean_once,
+            PartitionError, ProducerBatch, ProducerInfo, RetentionOutcome, RetentionPolicy,
+            clean_once,
         },
         assert2::check,
         async_trait::async_trait,
@@ -708,6 +709,15 @@ mod tests {
         }
         async fn delete_objects(&self, keys: &[ObjectKey]) -> Result<(), RemoteStorageError> {
             self.inner.delete_objects(keys).await
+        }
+        async fn describe_producers(
+            &self,
+            partitions: &[DisklessPartition],
+        ) -> Result<Vec<Result<Vec<ProducerInfo>, PartitionError>>, RemoteStorageError> {
+            self.inner.describe_producers(partitions).await
+        }
+        async fn expire_producers(&self, idle_before_ms: i64) -> Result<u64, RemoteStorageError> {
+            self.inner.expire_producers(idle_before_ms).await
         }
     }
 

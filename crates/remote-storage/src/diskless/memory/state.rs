@@ -7,7 +7,7 @@ use {
         super::types::{
             BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches, FoundBatch,
             FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,
-            OffsetQuery, PartitionError, RetentionOutcome, RetentionPolicy,
+            OffsetQuery, PartitionError, ProducerInfo, RetentionOutcome, RetentionPolicy,
         },
         producers::Producers,
     },
@@ -52,6 +52,12 @@ pub(super) enum Op {
     },
     /// Dead objects forgotten after the cleaner removed them.
     DeleteObjects(Vec<ObjectKey>),
+    /// Producers idle since before this time forgotten
+    /// (`producer.id.expiration.ms`).
+    ExpireProducers {
+        /// The horizon: a producer whose last batch is older goes.
+        idle_before: i64,
+    },
 }
 
 /// What applying an [`Op`] answered.
@@ -65,6 +71,8 @@ pub(super) enum Answer {
     LogStarts(Vec<Result<i64, PartitionError>>),
     /// Per retention policy.
     Retention(Vec<Result<RetentionOutcome, PartitionError>>),
+    /// Producers forgotten.
+    Expired(u64),
 }
 
 /// One committed batch of a partition.
@@ -172,6 +180,12 @@ impl MemoryState {
                 self.delete_topics(topic_ids, *now);
                 Answer::Done
             }
+            Op::ExpireProducers { idle_before } => Answer::Expired(
+                self.partitions
+                    .values_mut()
+                    .map(|p| p.producers.expire(*idle_before) as u64)
+                    .sum(),
+            ),
             Op::DeleteObjects(keys) => {
                 for key in keys {
                     if self
@@ -193,6 +207,26 @@ impl MemoryState {
             .get(partition)
             .map(PartitionState::info)
             .ok_or(PartitionError::UnknownTopicOrPartition)
+    }
+
+    /// The producers one partition knows.
+    pub(super) fn producers(
+        &self,
+        partition: &DisklessPartition,
+    ) -> Result<Vec<ProducerInfo>, PartitionError> {
+        self.partitions
+            .get(partition)
+            .map(|p| p.producers.describe())
+            .ok_or(PartitionError::UnknownTopicOrPartition)
+    }
+
+    /// How many producers an [`Op::ExpireProducers`] at `idle_before`
+    /// would forget (none: it need not be journaled).
+    pub(super) fn idle_producers(&self, idle_before: i64) -> usize {
+        self.partitions
+            .values()
+            .map(|p| p.producers.idle(idle_before))
+            .sum()
     }
 
     /// Objects dead since `dead_before` or earlier.
@@ -263,7 +297,8 @@ impl MemoryState {
                 max_timestamp: batch.max_timestamp,
             });
             if let Some(producer) = &batch.producer {
-                p.producers.record(producer, base_offset);
+                p.producers
+                    .record(producer, base_offset, batch.max_timestamp);
             }
             live += 1;
             answers.push(Ok(Committed {
