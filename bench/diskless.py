@@ -83,7 +83,7 @@ def run(interval, mib, partitions, rounds):
                 out["diskless"][key + "_median"] / out["classic"][key + "_median"], 2)
         store = os.path.join(broker.data_dir, "krabka-diskless", "diskless")
         written = rounds * mib / 1024
-        out["objects"] = len(os.listdir(store))
+        out["objects"] = sum(len(names) for _, _, names in os.walk(store))
         out["objects_per_GB"] = round(out["objects"] / written, 1)
         return out
     finally:

@@ -28,11 +28,16 @@ FAST = {"diskless.commit.interval.ms": "20"}
 
 
 def objects(broker):
-    """The diskless objects in the broker's default filesystem store."""
+    """The diskless objects in the broker's default filesystem store, as
+    paths under its `diskless` directory (`<cluster id>/<object id>`)."""
     root = os.path.join(broker.data_dir, "krabka-diskless", "diskless")
-    if not os.path.isdir(root):
-        return []
-    return sorted(os.listdir(root))
+    return sorted(os.path.relpath(os.path.join(d, n), root) for d, _, names in os.walk(root) for n in names)
+
+
+def cluster_id(broker):
+    """The single node's cluster id, from its meta.properties."""
+    with open(os.path.join(broker.data_dir, "meta.properties")) as f:
+        return next(line.split("=", 1)[1].strip() for line in f if line.startswith("cluster.id="))
 
 
 def watermarks(bootstrap, topic, partition=0):
@@ -65,6 +70,7 @@ def test_produce_consume_every_codec_and_partition_with_no_setting(broker):
     assert objects(broker), "the batches are objects in the store"
     # Each object ends with the footer's magic and verifies without the coordinator.
     first = os.path.join(broker.data_dir, "krabka-diskless", "diskless", objects(broker)[0])
+    assert os.path.dirname(objects(broker)[0]) == cluster_id(broker), "in the cluster's own directory"
     assert os.path.getsize(first) > 0
 
 
@@ -196,6 +202,52 @@ def test_retention_and_the_cleaner_delete_objects(broker_factory):
     # Topic deletion: every object becomes garbage.
     a.delete_topics([topic])[topic].result(timeout=30)
     wait_for(lambda: objects(broker) == [], timeout=60, what="the cleaner to delete the topic's objects")
+
+
+def test_orphans_of_a_dead_uploader_are_swept_and_nothing_else(broker_factory):
+    """An uploader killed between its upload and its commit leaves an object
+    the coordinator never heard of. The sweep records such objects — in this
+    cluster's directory, older than diskless.cleaner.orphan.interval.ms — as
+    dead, and the cleaner deletes them; committed objects, fresh ones (a
+    commit may be on its way) and another cluster's stay."""
+    sweep = {**FAST, "diskless.cleaner.interval.ms": "200", "diskless.cleaner.grace.period.ms": "0",
+             "diskless.cleaner.orphan.interval.ms": "3000"}
+    broker = broker_factory(sweep)
+    topic = "dl-orphans"
+    create_topic(broker.bootstrap, topic, config=DISKLESS)
+    records = make_records(200, "kept")
+    produce_confluent(broker.bootstrap, topic, records)
+    committed = objects(broker)
+    assert committed
+    assert broker.stop() == 0
+    root = os.path.join(broker.data_dir, "krabka-diskless", "diskless")
+    an_hour_ago = time.time() - 3600
+
+    def plant(relative, age):
+        path = os.path.join(root, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(b"uploaded, never committed")
+        if age:
+            os.utime(path, (an_hour_ago, an_hour_ago))
+        return relative
+
+    ours = cluster_id(broker)
+    orphan = plant(ours + "/" + uuid.uuid4().hex, age=True)
+    fresh = plant(ours + "/" + uuid.uuid4().hex, age=False)
+    foreign = plant("another-cluster/" + uuid.uuid4().hex, age=True)
+    # Committed objects are old too: the sweep must ask, not guess.
+    for name in committed:
+        os.utime(os.path.join(root, name), (an_hour_ago, an_hour_ago))
+    broker.start()
+    wait_for(lambda: orphan not in objects(broker), timeout=60, what="the sweep and the cleaner to delete the orphan")
+    assert "orphan recorded as dead" in broker.log()
+    left = set(objects(broker))
+    assert set(committed) <= left and foreign in left
+    # The fresh one becomes an orphan once older than the interval.
+    wait_for(lambda: fresh not in objects(broker), timeout=60, what="the fresh orphan, once old enough")
+    assert set(committed) <= set(objects(broker)) and foreign in set(objects(broker))
+    assert as_tuples(consume_confluent(broker.bootstrap, topic, len(records))) == records
 
 
 def test_kill9_after_acknowledged_writes_keeps_everything(broker_factory):

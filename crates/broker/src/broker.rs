@@ -97,7 +97,10 @@ impl Broker {
             std::sync::Arc::clone(&remote),
             crate::remote::settings::system_enabled(&config),
         )
-        .with_diskless(crate::diskless::DisklessSettings::from_config(&config)?);
+        .with_diskless(
+            crate::diskless::DisklessSettings::from_config(&config)?
+                .for_cluster(&registry.cluster_id()),
+        );
         let partitions = if cluster_mode {
             partitions.in_cluster_mode()
         } else {

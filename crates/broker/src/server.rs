@@ -117,9 +117,10 @@ pub async fn run_until(
                         ))
                     })?;
             }
-            broker
-                .partitions
-                .use_cluster_coordinator(Arc::new(node.cluster().batch_coordinator()));
+            broker.partitions.use_cluster_coordinator(
+                Arc::new(node.cluster().batch_coordinator()),
+                node.cluster_id(),
+            );
             // Fetches parked on a diskless partition wake on commits made
             // through any broker, not only this one.
             let waking = Arc::downgrade(&broker);

@@ -977,6 +977,33 @@ impl BatchCoordinator for PgBatchCoordinator {
         })
     }
 
+    async fn unknown_objects(
+        &self,
+        keys: &[ObjectKey],
+    ) -> Result<Vec<ObjectKey>, RemoteStorageError> {
+        let wanted: Vec<&str> = keys.iter().map(|k| k.0.as_str()).collect();
+        // A commit still in flight is not visible here: the sweep's
+        // abandon then waits for it on the unique key.
+        let known: std::collections::HashSet<String> = transact!(
+            self,
+            "diskless_unknown_objects",
+            |conn| async {
+                let rows = conn
+                    .query(
+                        "SELECT object_key FROM diskless_objects WHERE object_key = ANY($1::text[])",
+                        &[&wanted],
+                    )
+                    .await?;
+                Ok(rows.iter().map(|row| row.get(0)).collect())
+            }
+        )?;
+        Ok(keys
+            .iter()
+            .filter(|k| !known.contains(&k.0))
+            .cloned()
+            .collect())
+    }
+
     async fn describe_producers(
         &self,
         partitions: &[DisklessPartition],

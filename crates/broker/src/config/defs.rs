@@ -917,6 +917,16 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "How often diskless retention is applied and dead objects are deleted.",
     ),
     broker(
+        "diskless.cleaner.orphan.interval.ms",
+        Some("3600000"),
+        ConfigKind::Long {
+            min: 1,
+            max: LONG_MAX,
+        },
+        false,
+        "How often a broker lists the diskless store for orphans: objects of this cluster, older than this interval, that the batch coordinator has no record of (their uploader died between upload and commit). Each is recorded as dead and deleted after the grace period.",
+    ),
+    broker(
         "krabka.log.remote.log.copy.disable",
         Some("false"),
         ConfigKind::Boolean,

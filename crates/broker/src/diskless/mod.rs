@@ -75,8 +75,14 @@ pub struct DisklessSettings {
     pub cleaner_grace: Duration,
     /// `diskless.cleaner.interval.ms`.
     pub cleaner_interval: Duration,
+    /// `diskless.cleaner.orphan.interval.ms`: how often the store is
+    /// swept for orphans, and how old an object must be to be one.
+    pub orphan_interval: Duration,
     /// This broker, the uploader of its objects.
     pub broker: BrokerId,
+    /// The cluster's id: objects go under `diskless/<cluster id>/`, the
+    /// one directory the orphan sweep lists. Set by the broker once known.
+    pub cluster_id: String,
 }
 
 impl DisklessSettings {
@@ -155,8 +161,19 @@ impl DisklessSettings {
             cache_bytes: number("diskless.fetch.cache.bytes")?,
             cleaner_grace: Duration::from_millis(number("diskless.cleaner.grace.period.ms")?),
             cleaner_interval: Duration::from_millis(number("diskless.cleaner.interval.ms")?.max(1)),
+            orphan_interval: Duration::from_millis(
+                number("diskless.cleaner.orphan.interval.ms")?.max(1),
+            ),
             broker: BrokerId(config.node_id),
+            cluster_id: String::new(),
         })
+    }
+
+    /// The same settings for the cluster `cluster_id`.
+    #[must_use]
+    pub fn for_cluster(mut self, cluster_id: &str) -> Self {
+        cluster_id.clone_into(&mut self.cluster_id);
+        self
     }
 
     /// The key prefix inside the bucket (the filesystem store has none).
@@ -204,6 +221,9 @@ pub struct DisklessRuntime {
     writer: Mutex<Option<Arc<ObjectWriter>>>,
     waiters: Arc<Waiters>,
     settings: DisklessSettings,
+    /// When the store was last swept for orphans (none yet: the first
+    /// housekeeping pass sweeps, catching what a crash left).
+    last_sweep: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl std::fmt::Debug for DisklessRuntime {
@@ -267,7 +287,8 @@ impl DisklessRuntime {
         };
         let written = settings.cache_bytes / 4 * 3;
         let cache = Arc::new(ObjectCache::new(written, settings.cache_bytes - written));
-        let store = DisklessStore::new(object_store, &settings.key_prefix(), cache);
+        let store = DisklessStore::new(object_store, &settings.key_prefix(), cache)
+            .for_cluster(&settings.cluster_id);
         let waiters: Arc<Waiters> = Arc::default();
         let on_commit: OnCommit = {
             let waiters = Arc::clone(&waiters);
@@ -298,6 +319,7 @@ impl DisklessRuntime {
             writer: Mutex::new(Some(Arc::new(writer))),
             waiters,
             settings,
+            last_sweep: Mutex::new(None),
         }))
     }
 
@@ -430,6 +452,43 @@ impl DisklessRuntime {
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "diskless cleaner failed"),
+        }
+        self.sweep_if_due(now).await;
+    }
+
+    /// Sweeps the store for orphans once every `orphan_interval`: objects
+    /// older than that interval the coordinator does not know. In a cluster
+    /// every broker sweeps; recording an orphan is idempotent.
+    async fn sweep_if_due(&self, now: i64) {
+        let due = {
+            let mut last = self
+                .last_sweep
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let due = last.is_none_or(|at| at.elapsed() >= self.settings.orphan_interval);
+            if due {
+                *last = Some(tokio::time::Instant::now());
+            }
+            due
+        };
+        if !due {
+            return;
+        }
+        let age = i64::try_from(self.settings.orphan_interval.as_millis()).unwrap_or(i64::MAX);
+        match krabka_remote_storage::diskless::sweep_orphans(
+            self.coordinator.as_ref(),
+            &self.store,
+            self.settings.broker,
+            now.saturating_sub(age),
+        )
+        .await
+        {
+            Ok(pass) => tracing::debug!(
+                examined = pass.examined,
+                orphans = pass.abandoned,
+                "diskless orphan sweep"
+            ),
+            Err(e) => tracing::warn!(error = %e, "diskless orphan sweep failed"),
         }
     }
 }

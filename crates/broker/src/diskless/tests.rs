@@ -182,7 +182,14 @@ async fn produce_fetch_offsets_and_a_reopen_on_the_embedded_coordinator() {
     );
 
     let store = dir.path().join(crate::diskless::DEFAULT_STORE_DIR);
-    check!(std::fs::read_dir(store.join("diskless")).unwrap().count() >= 3);
+    let cluster_id = broker.registry.cluster_id();
+    check!(
+        std::fs::read_dir(store.join("diskless").join(cluster_id))
+            .unwrap()
+            .count()
+            >= 3,
+        "objects live in the cluster's directory"
+    );
 
     // Reopened (the runtime stopped as at shutdown): everything is back.
     broker.partitions.diskless_started().unwrap().stop().await;

@@ -205,8 +205,11 @@ pub struct PartitionManager {
     diskless_runtime: Mutex<Option<Arc<DisklessRuntime>>>,
     /// In cluster mode, the cluster's batch coordinator (PostgreSQL), set
     /// once the broker has joined; diskless partitions wait for it.
-    cluster_coordinator: Option<Mutex<Option<Arc<dyn BatchCoordinator>>>>,
+    cluster_coordinator: Option<Mutex<Option<ClusterCoordinator>>>,
 }
+
+/// The cluster's batch coordinator and the cluster's id.
+type ClusterCoordinator = (Arc<dyn BatchCoordinator>, String);
 
 impl std::fmt::Debug for PartitionManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -261,10 +264,15 @@ impl PartitionManager {
     }
 
     /// Cluster mode: the batch coordinator every broker shares, for the
-    /// diskless runtime to start on.
-    pub fn use_cluster_coordinator(&self, coordinator: Arc<dyn BatchCoordinator>) {
+    /// diskless runtime to start on, and the cluster's id.
+    pub fn use_cluster_coordinator(
+        &self,
+        coordinator: Arc<dyn BatchCoordinator>,
+        cluster_id: &str,
+    ) {
         if let Some(slot) = &self.cluster_coordinator {
-            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(coordinator);
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((coordinator, cluster_id.to_owned()));
         }
     }
 
@@ -283,7 +291,7 @@ impl PartitionManager {
         let runtime = match &self.cluster_coordinator {
             None => DisklessRuntime::start(settings)?,
             Some(cluster) => {
-                let coordinator = cluster
+                let (coordinator, cluster_id) = cluster
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .clone()
@@ -292,7 +300,7 @@ impl PartitionManager {
                             "diskless partitions wait for the cluster's batch coordinator".into(),
                         )
                     })?;
-                DisklessRuntime::start_with(settings, coordinator)?
+                DisklessRuntime::start_with(settings.for_cluster(&cluster_id), coordinator)?
             }
         };
         *slot = Some(Arc::clone(&runtime));

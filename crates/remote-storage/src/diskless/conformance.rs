@@ -520,7 +520,14 @@ async fn an_abandoned_object_is_dead_unless_it_was_committed(c: Arc<dyn BatchCoo
     // Committed, but its uploader never heard so: abandoning it changes
     // nothing, its batch stays readable.
     let committed = commit_of("a", &[(p[0], 2)]);
+    let lost = commit_of("b", &[(p[0], 3)]);
+    let both = [committed.key.clone(), lost.key.clone()];
+    assert_eq!(c.unknown_objects(&both).await.unwrap(), both);
     commit(&c, &committed).await;
+    assert_eq!(
+        c.unknown_objects(&both).await.unwrap(),
+        std::slice::from_ref(&lost.key)
+    );
     assert!(!abandon(&c, &committed).await);
     assert!(c.objects_to_delete(i64::MAX).await.unwrap().is_empty());
     let found = c
@@ -535,8 +542,8 @@ async fn an_abandoned_object_is_dead_unless_it_was_committed(c: Arc<dyn BatchCoo
 
     // Never committed: dead from now on, and its commit, should it still
     // arrive, fails whole.
-    let lost = commit_of("b", &[(p[0], 3)]);
     assert!(abandon(&c, &lost).await);
+    assert!(c.unknown_objects(&both).await.unwrap().is_empty());
     assert!(!abandon(&c, &lost).await, "recorded once");
     assert!(
         c.objects_to_delete(i64::MIN).await.unwrap().is_empty(),
@@ -557,6 +564,11 @@ async fn an_abandoned_object_is_dead_unless_it_was_committed(c: Arc<dyn BatchCoo
         .await
         .unwrap();
     assert!(c.objects_to_delete(i64::MAX).await.unwrap().is_empty());
+    assert_eq!(
+        c.unknown_objects(&both).await.unwrap(),
+        std::slice::from_ref(&lost.key),
+        "forgotten once the cleaner removed it"
+    );
 }
 
 /// A commit of one batch of `count` offsets from `producer` (epoch,

@@ -168,6 +168,18 @@ pub trait BatchCoordinator: Send + Sync + std::fmt::Debug {
     /// [`RemoteStorageError`] when the coordinator fails.
     async fn delete_objects(&self, keys: &[ObjectKey]) -> Result<(), RemoteStorageError>;
 
+    /// Which of `keys` the coordinator has no record of — neither committed
+    /// nor abandoned, or already forgotten by the cleaner — in the order
+    /// given. The orphan sweep asks this of the objects it lists.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails.
+    async fn unknown_objects(
+        &self,
+        keys: &[ObjectKey],
+    ) -> Result<Vec<ObjectKey>, RemoteStorageError>;
+
     /// The idempotent producers each partition knows, by producer id, in
     /// request order (Kafka's DescribeProducers).
     ///

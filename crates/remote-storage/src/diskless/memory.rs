@@ -318,6 +318,18 @@ impl BatchCoordinator for InMemoryBatchCoordinator {
             .map(drop)
     }
 
+    async fn unknown_objects(
+        &self,
+        keys: &[ObjectKey],
+    ) -> Result<Vec<ObjectKey>, RemoteStorageError> {
+        let state = self.inner.read();
+        Ok(keys
+            .iter()
+            .filter(|k| !state.knows_object(k))
+            .cloned()
+            .collect())
+    }
+
     async fn describe_producers(
         &self,
         partitions: &[DisklessPartition],

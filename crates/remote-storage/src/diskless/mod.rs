@@ -34,7 +34,8 @@
 //!   strictly in order, each batch answered after its commit.
 //! - `reader`: [`read_batches`], the fetch side: the found batches read
 //!   per object in runs, their assigned offsets written in.
-//! - `cleaner`: [`clean_once`] deletes objects dead for a grace period.
+//! - `cleaner`: [`clean_once`] deletes objects dead for a grace period;
+//!   [`sweep_orphans`] finds objects an uploader left uncommitted.
 //! - `store`: [`DisklessStore`], create-only uploads and ranged reads
 //!   through an [`ObjectCache`] that keeps the objects a broker wrote apart
 //!   from what lagging readers fetch, so they never evict the hot tail.
@@ -70,7 +71,7 @@ mod writer;
 
 pub use {
     cache::ObjectCache,
-    cleaner::{CleanerPass, clean_once},
+    cleaner::{CleanerPass, SweepPass, clean_once, sweep_orphans},
     coordinator::BatchCoordinator,
     memory::{
         COMPACT_AT_BYTES, Clock, InMemoryBatchCoordinator, JOURNAL_FILE, MemoryState, SNAPSHOT_FILE,
@@ -81,7 +82,7 @@ pub use {
     },
     producer_state::{BATCHES_TO_RETAIN, ProducerCheck, ProducerState, RecentBatch},
     reader::read_batches,
-    store::DisklessStore,
+    store::{DisklessStore, ListedObject},
     types::{
         BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
         FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,

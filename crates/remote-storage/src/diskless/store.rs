@@ -27,8 +27,18 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone)]
 pub struct DisklessStore {
     store: Arc<dyn ObjectStore>,
-    prefix: String,
+    /// Where this store's objects go: `<prefix>/diskless[/<cluster id>]`.
+    dir: String,
     cache: Arc<ObjectCache>,
+}
+
+/// An object found by [`DisklessStore::list_older_than`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    /// Its key.
+    pub key: ObjectKey,
+    /// Its size in bytes.
+    pub size: u64,
 }
 
 fn backend(action: &str, key: &ObjectKey, e: &object_store::Error) -> RemoteStorageError {
@@ -41,22 +51,33 @@ impl DisklessStore {
     /// Objects in `store` under `prefix` (may be empty), read through `cache`.
     #[must_use]
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str, cache: Arc<ObjectCache>) -> Self {
-        Self {
-            store,
-            prefix: prefix.trim_matches('/').to_owned(),
-            cache,
-        }
+        let prefix = prefix.trim_matches('/');
+        let dir = if prefix.is_empty() {
+            "diskless".to_owned()
+        } else {
+            format!("{prefix}/diskless")
+        };
+        Self { store, dir, cache }
     }
 
-    /// A key no object has: `<prefix>/diskless/<random id>`.
+    /// The same store with its new objects under the cluster's own
+    /// directory, `<prefix>/diskless/<cluster id>/`: the orphan sweep lists
+    /// only there, so another cluster sharing the bucket and prefix by
+    /// mistake never has its objects taken for orphans.
+    #[must_use]
+    pub fn for_cluster(mut self, cluster_id: &str) -> Self {
+        let cluster = cluster_id.trim_matches('/');
+        if !cluster.is_empty() {
+            self.dir = format!("{}/{cluster}", self.dir);
+        }
+        self
+    }
+
+    /// A key no object has: `<its directory>/<random id>`.
     #[must_use]
     pub fn new_key(&self) -> ObjectKey {
         let id = krabka_ids::kafka_uuid(uuid::Uuid::new_v4());
-        if self.prefix.is_empty() {
-            ObjectKey(format!("diskless/{id}"))
-        } else {
-            ObjectKey(format!("{}/diskless/{id}", self.prefix))
-        }
+        ObjectKey(format!("{}/{id}", self.dir))
     }
 
     /// Uploads a finished object under a fresh key with a create-only PUT,
@@ -141,7 +162,7 @@ impl DisklessStore {
         }
     }
 
-    /// Keys of every object under this store's prefix (for tests and
+    /// Keys of every object in this store's directory (for tests and
     /// operators: what the cleaner has left).
     ///
     /// # Errors
@@ -149,23 +170,41 @@ impl DisklessStore {
     /// [`RemoteStorageError::Backend`] when listing fails.
     pub async fn list(&self) -> Result<Vec<ObjectKey>, RemoteStorageError> {
         use futures_util::TryStreamExt as _;
-        let prefix = if self.prefix.is_empty() {
-            Path::from("diskless")
-        } else {
-            Path::from(format!("{}/diskless", self.prefix))
-        };
-        let objects: Vec<_> = self
-            .store
-            .list(Some(&prefix))
+        self.list_older_than(i64::MAX)
+            .map_ok(|o| o.key)
             .try_collect()
             .await
-            .map_err(|e| RemoteStorageError::Backend {
-                message: format!("list diskless objects under {prefix}: {e}"),
-            })?;
-        Ok(objects
-            .into_iter()
-            .map(|o| ObjectKey(o.location.to_string()))
-            .collect())
+    }
+
+    /// The objects in this store's directory last modified before
+    /// `before_ms` (milliseconds since the epoch), as the store lists them:
+    /// a stream, so a bucket of any size is walked in bounded memory.
+    ///
+    /// # Errors
+    ///
+    /// Each item is [`RemoteStorageError::Backend`] when listing fails.
+    pub fn list_older_than(
+        &self,
+        before_ms: i64,
+    ) -> impl futures_util::Stream<Item = Result<ListedObject, RemoteStorageError>> + Send + '_
+    {
+        use futures_util::StreamExt as _;
+        let dir = Path::from(self.dir.as_str());
+        self.store.list(Some(&dir)).filter_map(move |listed| {
+            let item = match listed {
+                Ok(meta) if meta.last_modified.timestamp_millis() < before_ms => {
+                    Some(Ok(ListedObject {
+                        key: ObjectKey(meta.location.to_string()),
+                        size: meta.size,
+                    }))
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err(RemoteStorageError::Backend {
+                    message: format!("list diskless objects under {}: {e}", self.dir),
+                })),
+            };
+            std::future::ready(item)
+        })
     }
 }
 

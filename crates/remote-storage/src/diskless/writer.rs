@@ -710,6 +710,12 @@ mod tests {
         async fn delete_objects(&self, keys: &[ObjectKey]) -> Result<(), RemoteStorageError> {
             self.inner.delete_objects(keys).await
         }
+        async fn unknown_objects(
+            &self,
+            keys: &[ObjectKey],
+        ) -> Result<Vec<ObjectKey>, RemoteStorageError> {
+            self.inner.unknown_objects(keys).await
+        }
         async fn describe_producers(
             &self,
             partitions: &[DisklessPartition],

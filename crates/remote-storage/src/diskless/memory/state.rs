@@ -230,6 +230,11 @@ impl MemoryState {
     }
 
     /// Objects dead since `dead_before` or earlier.
+    /// Whether the object is committed or abandoned (and not yet forgotten).
+    pub(super) fn knows_object(&self, key: &ObjectKey) -> bool {
+        self.objects.contains_key(key)
+    }
+
     pub(super) fn dead_objects(&self, dead_before: i64) -> Vec<ObjectKey> {
         self.objects
             .iter()
