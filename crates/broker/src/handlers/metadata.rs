@@ -38,7 +38,6 @@ fn bits(ops: &[i32]) -> i32 {
 }
 
 fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataResponseTopic {
-    let node = BrokerId(broker.config.node_id);
     let mut entry = MetadataResponseTopic::default();
     entry.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     entry.topic_id = topic.id;
@@ -50,63 +49,15 @@ fn topic_entry(broker: &Broker, topic: &TopicMeta, with_ops: bool) -> MetadataRe
     };
     entry.partitions = (0..topic.partitions)
         .map(|index| {
+            let placed = super::placement::placement(broker, &topic.name, topic.id, index);
             let mut p = MetadataResponsePartition::default();
             p.partition_index = index;
-            p.leader_id = node;
+            p.leader_id = placed.leader;
             p.leader_epoch = LEADER_EPOCH.0;
-            p.replica_nodes = vec![node];
-            p.isr_nodes = vec![node];
-            let cluster = broker
-                .cluster
-                .get()
-                .filter(|_| !crate::topics::names::is_internal(&topic.name));
-            let diskless_leader = cluster
-                .filter(|_| broker.partitions.get_diskless(&topic.name, index).is_some())
-                .map(|c| {
-                    let live: Vec<_> = c.live_brokers().iter().map(|b| b.node).collect();
-                    crate::diskless::reported_leader(topic.id, index, &live)
-                });
-            if let Some(leader) = diskless_leader {
-                // Cluster mode, a diskless partition: every broker serves
-                // it; clients are steered to one live broker.
-                match leader {
-                    Some(leader) => {
-                        let leader = BrokerId(leader.0);
-                        p.leader_id = leader;
-                        p.replica_nodes = vec![leader];
-                        p.isr_nodes = vec![leader];
-                    }
-                    None => {
-                        p.error_code = ResponseError::LeaderNotAvailable.code();
-                        p.leader_id = BrokerId(-1);
-                        p.isr_nodes = Vec::new();
-                    }
-                }
-            } else if let Some(owner) = cluster.and_then(|c| c.assigned(&topic.name, index)) {
-                // Cluster mode: the partition's one broker, while it is live.
-                let owner_id = BrokerId(owner.0);
-                p.replica_nodes = vec![owner_id];
-                p.isr_nodes = vec![owner_id];
-                p.leader_id = owner_id;
-                if !cluster.is_some_and(|c| c.is_live(owner)) {
-                    p.error_code = ResponseError::LeaderNotAvailable.code();
-                    p.leader_id = BrokerId(-1);
-                    p.isr_nodes = Vec::new();
-                }
-            } else if !broker.partitions.contains(&topic.name, index) {
-                p.error_code = ResponseError::LeaderNotAvailable.code();
-                p.leader_id = BrokerId(-1);
-                if broker
-                    .partitions
-                    .offline_reason(&topic.name, index)
-                    .is_some()
-                {
-                    // Its only replica's log could not be opened (Kafka's
-                    // replica on a failed log directory).
-                    p.isr_nodes = Vec::new();
-                    p.offline_replicas = vec![node];
-                }
-            }
+            p.replica_nodes = placed.replicas;
+            p.isr_nodes = placed.isr;
+            p.offline_replicas = placed.offline;
+            p.error_code = placed.error_code;
             p
         })
         .collect();

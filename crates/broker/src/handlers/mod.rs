@@ -7,6 +7,7 @@ pub mod disk;
 pub mod elect;
 pub mod metadata;
 pub mod offsets;
+pub mod placement;
 pub mod produce;
 pub mod producer;
 pub mod topic_partitions;

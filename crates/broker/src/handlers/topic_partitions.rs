@@ -2,9 +2,9 @@
 //! since Kafka 3.7): the partitions of the named topics, or of every topic,
 //! in name order, paged by a partition limit and a cursor.
 //!
-//! A single node leads every partition and is its only replica, so each
-//! partition reports this node as leader, replica and in-sync replica, with
-//! empty eligible-leader lists (no ELR without replication).
+//! Each partition's leader and replicas are Metadata's
+//! ([`super::placement`]), with empty eligible-leader lists (no ELR
+//! without replication).
 
 use {
     super::metadata::topic_operations,
@@ -12,7 +12,7 @@ use {
     kafka_protocol::{
         error::ResponseError,
         messages::{
-            BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
+            DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
             describe_topic_partitions_response::{
                 Cursor, DescribeTopicPartitionsResponsePartition,
                 DescribeTopicPartitionsResponseTopic,
@@ -44,21 +44,19 @@ fn partitions(
     from: i32,
     count: i32,
 ) -> Vec<DescribeTopicPartitionsResponsePartition> {
-    let node = BrokerId(broker.config.node_id);
     (from..from.saturating_add(count).min(meta.partitions))
         .map(|index| {
+            let placed = super::placement::placement(broker, &meta.name, meta.id, index);
             let mut p = DescribeTopicPartitionsResponsePartition::default();
             p.partition_index = index;
-            p.leader_id = node;
+            p.leader_id = placed.leader;
             p.leader_epoch = LEADER_EPOCH.0;
-            p.replica_nodes = vec![node];
-            p.isr_nodes = vec![node];
+            p.replica_nodes = placed.replicas;
+            p.isr_nodes = placed.isr;
+            p.offline_replicas = placed.offline;
+            p.error_code = placed.error_code;
             p.eligible_leader_replicas = Some(Vec::new());
             p.last_known_elr = Some(Vec::new());
-            if !broker.partitions.contains(&meta.name, index) {
-                p.error_code = ResponseError::LeaderNotAvailable.code();
-                p.leader_id = BrokerId(-1);
-            }
             p
         })
         .collect()
