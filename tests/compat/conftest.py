@@ -14,6 +14,7 @@ tests marked ``full``; ``KRABKA_COMPAT=full`` runs everything
 import importlib.util
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -25,11 +26,30 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 MODE = os.environ.get("KRABKA_COMPAT", "quick")
 
 # The broker fixtures of the interop tests, shared rather than copied.
-_spec = importlib.util.spec_from_file_location(
-    "krabka_interop_conftest", os.path.join(ROOT, "tests", "interop", "conftest.py"))
+INTEROP = os.path.join(ROOT, "tests", "interop")
+_spec = importlib.util.spec_from_file_location("krabka_interop_conftest", os.path.join(INTEROP, "conftest.py"))
 _interop = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_interop)
 KrabkaBroker = _interop.KrabkaBroker
+
+
+def interop_module(name):
+    """A module of tests/interop (helpers, objstore, ...), imported as it
+    expects to be: with tests/interop on the path and its own conftest
+    answering its `from conftest import ...`."""
+    if name in sys.modules:
+        return sys.modules[name]
+    here_conftest = sys.modules.get("conftest")
+    sys.path.insert(0, INTEROP)
+    sys.modules["conftest"] = _interop
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(INTEROP)
+        if here_conftest is None:
+            del sys.modules["conftest"]
+        else:
+            sys.modules["conftest"] = here_conftest
 
 # Settings both brokers get (Kafka's config file names node.id too, so its
 # source compares equal).
@@ -97,12 +117,13 @@ def brokers(request):
     return lambda name: request.getfixturevalue(name)
 
 
-def compile_compat(version):
-    """Compat.java compiled against kafka-clients ``version``; returns the classpath to run it."""
+def compile_java(main_class, version):
+    """java/<main_class>.java compiled against kafka-clients ``version``;
+    returns the classpath to run it."""
     cp = kafka_ref.classpath("client", version)
     classes = os.path.join(kafka_ref.CACHE_DIR, "classes-%s" % version)
-    source = os.path.join(HERE, "java", "Compat.java")
-    marker = os.path.join(classes, "Compat.class")
+    source = os.path.join(HERE, "java", main_class + ".java")
+    marker = os.path.join(classes, main_class + ".class")
     if not os.path.exists(marker) or os.path.getmtime(marker) < os.path.getmtime(source):
         os.makedirs(classes, exist_ok=True)
         javac = os.path.join(os.path.dirname(os.path.realpath(kafka_ref.java())), "javac")
@@ -138,7 +159,7 @@ def transcript(brokers, workdir):
     def get(name, version):
         key = (name, version)
         if key not in _transcripts:
-            cp = compile_compat(version)
+            cp = compile_java("Compat", version)
             broker = brokers(name)
             out = str(workdir / ("transcript-%s-%s.txt" % (name, version)))
             # Each client version gets its own topic and group names, so
