@@ -1,7 +1,10 @@
 //! Throughput and latency of the cluster stores against a real PostgreSQL:
 //! fenced coordinator-state writes (what an offset commit will cost a
 //! coordinator shard), producer-id block allocation (an `InitProducerId`
-//! that takes a fresh block every time: the worst case), and lease renewal.
+//! that takes a fresh block every time: the worst case), lease renewal,
+//! and the diskless batch coordinator: object commits (each writer one
+//! broker committing its objects in order), batch lookups for fetches, and
+//! the cleaner (dead objects deleted from a local directory and forgotten).
 //!
 //! ```sh
 //! cargo run --release -p krabka-cluster --example store_bench -- \
@@ -13,11 +16,16 @@
 //! database), seconds per measurement, concurrent writers.
 
 use {
+    bytes::Bytes,
     krabka_cluster::{
         BrokerRegistration, Cluster, DatabaseConfig, LeaseTiming, ShardId, ShardKind,
         state::StateRecord,
     },
     krabka_ids::BrokerId,
+    krabka_remote_storage::diskless::{
+        BatchCoordinator, CommitBatch, DisklessPartition, DisklessStore, FindBatches, ObjectCache,
+        ObjectCommit, ObjectKey, clean_once,
+    },
     std::{
         sync::Arc,
         time::{Duration, Instant},
@@ -170,4 +178,108 @@ async fn main() {
     })
     .await
     .print(&format!("renewal (broker + {writers} shards, 1 caller)"));
+
+    diskless(&cluster, seconds, writers).await;
+}
+
+/// Partitions of the diskless topic the benchmark commits to.
+const DISKLESS_PARTITIONS: i32 = 64;
+/// Batches per object (each to another partition): an 8 MiB object of
+/// 512 KiB batches.
+const BATCHES_PER_OBJECT: i32 = 16;
+/// Dead objects the cleaner measurement deletes.
+const DEAD_OBJECTS: usize = 4000;
+
+async fn diskless(cluster: &Arc<Cluster>, seconds: u64, writers: usize) {
+    let coordinator = Arc::new(cluster.batch_coordinator());
+    let topic = uuid::Uuid::new_v4();
+    let partitions: Vec<_> = (0..DISKLESS_PARTITIONS)
+        .map(|p| DisklessPartition::new(topic, p))
+        .collect();
+    coordinator
+        .create_partitions(&partitions)
+        .await
+        .expect("create partitions");
+    let object = move |w: usize, i: u64| {
+        // Every writer touches every partition over time, as brokers do.
+        let first = (w as i32 * 7 + i as i32 * BATCHES_PER_OBJECT) % DISKLESS_PARTITIONS;
+        ObjectCommit {
+            key: ObjectKey(format!("bench/{}", uuid::Uuid::new_v4())),
+            uploader: BrokerId(w as i32),
+            size: 8 << 20,
+            batches: (0..BATCHES_PER_OBJECT)
+                .map(|b| CommitBatch {
+                    partition: DisklessPartition::new(topic, (first + b) % DISKLESS_PARTITIONS),
+                    position: u64::from(b as u32) << 19,
+                    size: 1 << 19,
+                    offset_count: 512,
+                    max_timestamp: 0,
+                    producer: None,
+                })
+                .collect(),
+        }
+    };
+    let c = Arc::clone(&coordinator);
+    measure(seconds, writers, move |w, i| {
+        let c = Arc::clone(&c);
+        let commit = object(w, i);
+        async move {
+            let answers = c.commit_object(&commit).await.expect("commit");
+            assert!(answers.iter().all(Result::is_ok), "every batch accepted");
+        }
+    })
+    .await
+    .print(&format!(
+        "diskless object commit ({BATCHES_PER_OBJECT} batches)"
+    ));
+
+    let c = Arc::clone(&coordinator);
+    measure(seconds, writers, move |w, i| {
+        let c = Arc::clone(&c);
+        let requests: Vec<_> = (0..8)
+            .map(|p| FindBatches {
+                partition: DisklessPartition::new(topic, (w as i32 * 8 + p) % DISKLESS_PARTITIONS),
+                offset: (i % 64 * 512) as i64,
+                max_bytes: 1 << 20,
+            })
+            .collect();
+        async move {
+            c.find_batches(&requests).await.expect("find");
+        }
+    })
+    .await
+    .print("diskless fetch lookup (8 partitions)");
+
+    // The cleaner: dead objects in a local directory, deleted and forgotten.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = DisklessStore::new(
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).expect("dir")),
+        "",
+        Arc::new(ObjectCache::new(0, 0)),
+    );
+    for _ in 0..DEAD_OBJECTS {
+        let key = store.new_key();
+        store
+            .put(&key, Bytes::from_static(b"dead object"))
+            .await
+            .expect("put");
+        coordinator
+            .abandon_object(&key, BrokerId(0), 11)
+            .await
+            .expect("abandon");
+    }
+    let started = Instant::now();
+    let mut deleted = 0;
+    while deleted < DEAD_OBJECTS {
+        let pass = clean_once(coordinator.as_ref(), &store, Duration::ZERO, i64::MAX)
+            .await
+            .expect("clean");
+        assert!(pass.deleted > 0, "the cleaner makes progress");
+        deleted += pass.deleted;
+    }
+    println!(
+        "{:<44} {:>9.0} objects/s",
+        "diskless cleaner (local directory)",
+        deleted as f64 / started.elapsed().as_secs_f64()
+    );
 }

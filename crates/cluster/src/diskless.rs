@@ -56,6 +56,8 @@ const MAX_ATTEMPTS: u32 = 5;
 /// Most batches one [`FindBatches`] answers (the fetch asks again from
 /// where it got to).
 const MAX_FOUND_BATCHES: i64 = 1000;
+/// Rows a fetch lookup reads per partition in its first round.
+const FIRST_FOUND_BATCHES: i64 = 16;
 /// The smallest a v2 record batch can be (its header, Kafka's
 /// `RECORD_BATCH_OVERHEAD`): a budget of `b` bytes holds at most `b / 61`
 /// batches after the first, so no more rows than that are read.
@@ -639,37 +641,59 @@ impl BatchCoordinator for PgBatchCoordinator {
                          ORDER BY r.i, b.last_offset",
                     )
                     .await?;
-                let index: Vec<i64> = wanted
+                // Rows each request may need: its budget holds at most
+                // this many batches. Most batches are far larger than the
+                // smallest, so a first round reads a few rows per partition,
+                // and only a partition that filled them all is read again
+                // with its whole allowance.
+                let allowance = |i: usize| {
+                    (i64::from(requests[i].max_bytes) / MIN_BATCH_BYTES + 1).min(MAX_FOUND_BATCHES)
+                };
+                let mut round: Vec<(usize, i64)> = wanted
                     .iter()
-                    .map(|&i| i64::try_from(i).unwrap_or(i64::MAX))
+                    .map(|&i| (i, allowance(i).min(FIRST_FOUND_BATCHES)))
                     .collect();
-                let topics: Vec<Uuid> = wanted
-                    .iter()
-                    .map(|&i| requests[i].partition.topic_id)
-                    .collect();
-                let parts: Vec<i32> = wanted
-                    .iter()
-                    .map(|&i| requests[i].partition.partition)
-                    .collect();
-                let offsets: Vec<i64> = wanted.iter().map(|&i| requests[i].offset).collect();
-                let budgets: Vec<i64> = wanted
-                    .iter()
-                    .map(|&i| i64::from(requests[i].max_bytes))
-                    .collect();
-                let max_rows: Vec<i64> = budgets
-                    .iter()
-                    .map(|b| (b / MIN_BATCH_BYTES + 1).min(MAX_FOUND_BATCHES))
-                    .collect();
-                let rows = tx
-                    .query(
-                        &statement,
-                        &[&index, &topics, &parts, &offsets, &budgets, &max_rows],
-                    )
-                    .await?;
-                for row in rows {
-                    let i = usize::try_from(row.get::<_, i64>(0)).unwrap_or(usize::MAX);
-                    if let Some(Ok(found)) = answers.get_mut(i) {
-                        found.batches.push(found_batch(&row, 1));
+                while !round.is_empty() {
+                    let index: Vec<i64> = round
+                        .iter()
+                        .map(|&(i, _)| i64::try_from(i).unwrap_or(i64::MAX))
+                        .collect();
+                    let topics: Vec<Uuid> = round
+                        .iter()
+                        .map(|&(i, _)| requests[i].partition.topic_id)
+                        .collect();
+                    let parts: Vec<i32> = round
+                        .iter()
+                        .map(|&(i, _)| requests[i].partition.partition)
+                        .collect();
+                    let offsets: Vec<i64> =
+                        round.iter().map(|&(i, _)| requests[i].offset).collect();
+                    let budgets: Vec<i64> = round
+                        .iter()
+                        .map(|&(i, _)| i64::from(requests[i].max_bytes))
+                        .collect();
+                    let max_rows: Vec<i64> = round.iter().map(|&(_, rows)| rows).collect();
+                    let rows = tx
+                        .query(
+                            &statement,
+                            &[&index, &topics, &parts, &offsets, &budgets, &max_rows],
+                        )
+                        .await?;
+                    let mut read = vec![0i64; requests.len()];
+                    for row in rows {
+                        let i = usize::try_from(row.get::<_, i64>(0)).unwrap_or(usize::MAX);
+                        if let Some(Ok(found)) = answers.get_mut(i) {
+                            found.batches.push(found_batch(&row, 1));
+                            read[i] += 1;
+                        }
+                    }
+                    // Every row read and within budget: more may fit.
+                    round.retain(|&(i, rows)| read[i] == rows && allowance(i) > rows);
+                    for (i, rows) in &mut round {
+                        *rows = allowance(*i);
+                        if let Some(Ok(found)) = answers.get_mut(*i) {
+                            found.batches.clear();
+                        }
                     }
                 }
             }

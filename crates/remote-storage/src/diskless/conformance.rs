@@ -321,6 +321,31 @@ async fn fetches_respect_bytes_but_return_one_batch(c: Arc<dyn BatchCoordinator>
         })
     );
     assert_eq!(found[3].as_ref().unwrap_err().kafka_code(), 1);
+
+    // Many batches of 100 bytes: a budget takes as many as fit, in order,
+    // however many that is.
+    let many = vec![(p[0], 2); 60];
+    commit(&c, &commit_of("many", &many)).await;
+    let found = c
+        .find_batches(&[find(3, 100_000), find(3, 4_050), find(41, 100_000)])
+        .await
+        .unwrap();
+    let offsets = |i: usize| -> Vec<i64> {
+        found[i]
+            .as_ref()
+            .unwrap()
+            .batches
+            .iter()
+            .map(|b| b.base_offset)
+            .collect()
+    };
+    assert_eq!(offsets(0), (0..60).map(|b| 3 + 2 * b).collect::<Vec<_>>());
+    assert_eq!(offsets(1), (0..40).map(|b| 3 + 2 * b).collect::<Vec<_>>());
+    assert_eq!(
+        offsets(2),
+        (0..60).map(|b| 3 + 2 * b).filter(|o| o + 1 >= 41).collect::<Vec<_>>(),
+        "from the batch holding offset 41"
+    );
     let unknown = c
         .find_batches(&[FindBatches {
             partition: partitions(1)[0],
