@@ -152,6 +152,30 @@ pub const CATALOG: &[MetricDoc] = &[
         "Bytes of the partition's local log (Kafka's Log Size).",
     ),
     doc(
+        "krabka_diskless_object_fill_seconds",
+        Kind::Histogram,
+        &[],
+        "From a diskless object's first batch to its close (by diskless.object.max.bytes or diskless.commit.interval.ms).",
+    ),
+    doc(
+        "krabka_diskless_object_upload_seconds",
+        Kind::Histogram,
+        &[],
+        "One diskless object's upload to the store, retries included.",
+    ),
+    doc(
+        "krabka_diskless_object_commit_seconds",
+        Kind::Histogram,
+        &[],
+        "One diskless object's commit by the batch coordinator.",
+    ),
+    doc(
+        "krabka_diskless_object_closed_to_committed_seconds",
+        Kind::Histogram,
+        &[],
+        "From a diskless object's close to its producers being answered: upload, the wait for the objects before it (commits are in order), and the commit.",
+    ),
+    doc(
         "krabka_diskless_log_size_bytes",
         Kind::Gauge,
         &["topic", "partition"],

@@ -343,7 +343,10 @@ async fn fetches_respect_bytes_but_return_one_batch(c: Arc<dyn BatchCoordinator>
     assert_eq!(offsets(1), (0..40).map(|b| 3 + 2 * b).collect::<Vec<_>>());
     assert_eq!(
         offsets(2),
-        (0..60).map(|b| 3 + 2 * b).filter(|o| o + 1 >= 41).collect::<Vec<_>>(),
+        (0..60)
+            .map(|b| 3 + 2 * b)
+            .filter(|o| o + 1 >= 41)
+            .collect::<Vec<_>>(),
         "from the batch holding offset 41"
     );
     let unknown = c

@@ -95,6 +95,7 @@ struct Open {
 struct Closed {
     bytes: Bytes,
     waiting: Vec<Waiting>,
+    closed_at: Instant,
 }
 
 struct Shared {
@@ -132,9 +133,16 @@ impl Shared {
         }
         let taken = std::mem::take(&mut *open);
         open.generation = taken.generation + 1;
+        drop(open);
+        let closed_at = Instant::now();
+        if let Some(opened_at) = taken.opened_at {
+            metrics::histogram!("krabka_diskless_object_fill_seconds")
+                .record((closed_at - opened_at).as_secs_f64());
+        }
         Some(Closed {
             bytes: taken.builder.finish(),
             waiting: taken.waiting,
+            closed_at,
         })
     }
 }
@@ -260,6 +268,7 @@ struct Uploaded {
     commit: ObjectCommit,
     waiting: Vec<Waiting>,
     upload: JoinHandle<Result<(), RemoteStorageError>>,
+    closed_at: Instant,
 }
 
 /// Starts uploads in the order objects closed, at most `parallel` at once,
@@ -271,7 +280,12 @@ async fn upload(
     parallel: Arc<Semaphore>,
     uploader: BrokerId,
 ) {
-    while let Some(Closed { bytes, waiting }) = closed.recv().await {
+    while let Some(Closed {
+        bytes,
+        waiting,
+        closed_at,
+    }) = closed.recv().await
+    {
         let Ok(permit) = Arc::clone(&parallel).acquire_owned().await else {
             return;
         };
@@ -284,7 +298,10 @@ async fn upload(
         };
         let store = store.clone();
         let upload = tokio::spawn(async move {
+            let started = Instant::now();
             let result = store.put(&key, bytes).await;
+            metrics::histogram!("krabka_diskless_object_upload_seconds")
+                .record(started.elapsed().as_secs_f64());
             drop(permit);
             result
         });
@@ -293,6 +310,7 @@ async fn upload(
                 commit,
                 waiting,
                 upload,
+                closed_at,
             })
             .await
             .is_err()
@@ -314,13 +332,20 @@ async fn commit(
         commit,
         waiting,
         upload,
+        closed_at,
     }) = uploaded.recv().await
     {
         let outcome = match upload.await {
-            Ok(Ok(())) => coordinator
-                .commit_object(&commit)
-                .await
-                .map_err(|e| format!("commit of {}: {e}", commit.key)),
+            Ok(Ok(())) => {
+                let started = Instant::now();
+                let committed = coordinator
+                    .commit_object(&commit)
+                    .await
+                    .map_err(|e| format!("commit of {}: {e}", commit.key));
+                metrics::histogram!("krabka_diskless_object_commit_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                committed
+            }
             Ok(Err(e)) => Err(e.to_string()),
             Err(e) => Err(format!("upload task of {}: {e}", commit.key)),
         };
@@ -340,6 +365,8 @@ async fn commit(
                 for (w, answer) in waiting.into_iter().zip(answers) {
                     let _ = w.done.send(answer.map_err(WriteError::Refused));
                 }
+                metrics::histogram!("krabka_diskless_object_closed_to_committed_seconds")
+                    .record(closed_at.elapsed().as_secs_f64());
             }
             Err(reason) => {
                 tracing::warn!(object = %commit.key, %reason, batches = waiting.len(), "diskless object not committed");
