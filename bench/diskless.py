@@ -11,7 +11,10 @@ then, alternating the two topics `--rounds` times, fills each with
 `krabka-bench produce` (raw mode, acks=all, pre-built 1 MiB batches, five
 in flight per partition) and reads it back from the start with
 `krabka-bench consume` (hot: the objects this broker wrote are in its
-cache). It reports MB/s and produce latency percentiles as krabka-bench
+cache). Then it restarts the broker on the same data, drops the kernel's
+page cache when it may (root), and reads both topics once more: cold,
+every diskless byte comes from the store through the broker's read-back
+budget. It reports MB/s and produce latency percentiles as krabka-bench
 prints them, the diskless/classic ratios, and the number of objects
 (PUTs) per GB written. Every wait is bounded.
 
@@ -24,8 +27,10 @@ import json
 import os
 import re
 import statistics
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -50,8 +55,21 @@ def number(pattern, report):
     return float(m.group(1))
 
 
+def drop_page_cache():
+    """Empties the kernel's page cache (root only); answers whether it did."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
 def run(interval, mib, partitions, rounds):
-    broker = Broker({"diskless.commit.interval.ms": str(interval)}, prefix="krabka-bench-diskless-")
+    settings = {"diskless.commit.interval.ms": str(interval)}
+    directory = tempfile.mkdtemp(prefix="krabka-bench-diskless-")
+    broker = Broker(settings, directory=directory)
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         futures = admin.create_topics([
@@ -85,9 +103,18 @@ def run(interval, mib, partitions, rounds):
         written = rounds * mib / 1024
         out["objects"] = sum(len(names) for _, _, names in os.walk(store))
         out["objects_per_GB"] = round(out["objects"] / written, 1)
+        broker.stop()
+        broker = Broker(settings, directory=directory)
+        out["cold_page_cache_dropped"] = drop_page_cache()
+        for topic in ("classic", "diskless"):
+            report = bench(["consume", "-b", broker.bootstrap, "-t", topic])
+            out[topic]["cold_consume_MBps"] = number(r"([0-9.]+) MB/s", report)
+        out["diskless_over_classic_cold_consume_MBps"] = round(
+            out["diskless"]["cold_consume_MBps"] / out["classic"]["cold_consume_MBps"], 2)
         return out
     finally:
         broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def main():
