@@ -17,6 +17,12 @@ pub struct DatabaseConfig {
     pub connect_timeout: Duration,
     /// TLS to the database, off by default.
     pub tls: DatabaseTls,
+    /// PostgreSQL ends a session of this broker that sits inside an open
+    /// transaction this long (`idle_in_transaction_session_timeout`), so a
+    /// broker frozen mid-transaction (a stopped process, a paused VM) does
+    /// not hold its row locks — a shard lease another broker must take —
+    /// until it wakes. `None` leaves the server's setting.
+    pub idle_in_transaction_timeout: Option<Duration>,
 }
 
 /// TLS to the database.
@@ -35,7 +41,8 @@ pub enum DatabaseTls {
 
 impl DatabaseConfig {
     /// Settings for `url` with the defaults: a pool of 8 connections, a
-    /// 5-second connect timeout, no TLS.
+    /// 5-second connect timeout, no TLS, sessions idle in a transaction for
+    /// 10 seconds ended by the server.
     #[must_use]
     pub fn new(url: impl Into<String>) -> Self {
         Self {
@@ -43,6 +50,7 @@ impl DatabaseConfig {
             pool_size: 8,
             connect_timeout: Duration::from_secs(5),
             tls: DatabaseTls::Disabled,
+            idle_in_transaction_timeout: Some(Duration::from_secs(10)),
         }
     }
 }

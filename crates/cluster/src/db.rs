@@ -49,6 +49,16 @@ impl Database {
         if pg.get_application_name().is_none() {
             pg.application_name("krabka");
         }
+        if let Some(timeout) = config.idle_in_transaction_timeout {
+            // Sent at connect as a server option, after any the URL gives.
+            let ms = timeout.as_millis().max(1);
+            let option = format!("-c idle_in_transaction_session_timeout={ms}");
+            let options = match pg.get_options() {
+                Some(given) if !given.trim().is_empty() => format!("{given} {option}"),
+                _ => option,
+            };
+            pg.options(&options);
+        }
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };

@@ -126,6 +126,60 @@ async fn an_unreachable_database_is_reported_as_such() {
     check!(e.is_unavailable(), "{e}");
 }
 
+/// A broker frozen inside a transaction (a stopped process, a paused VM)
+/// keeps its session open; the server ends it after the idle timeout, so
+/// the rows it locked — a shard lease another broker must take — are free
+/// again, and the frozen broker's transaction is gone when it wakes.
+#[tokio::test]
+async fn a_transaction_left_idle_loses_its_locks() {
+    let Some(db) = krabka_test_support::TestDatabase::create().await else {
+        return;
+    };
+    let mut config = krabka_cluster::DatabaseConfig::new(db.url());
+    config.idle_in_transaction_timeout = Some(Duration::from_millis(300));
+    let database = krabka_cluster::Database::new(&config).expect("pool");
+    let (mut frozen, other) = (
+        database.connection().await.expect("connection"),
+        database.connection().await.expect("connection"),
+    );
+    other
+        .batch_execute(
+            "CREATE TABLE lease_row (id int PRIMARY KEY); INSERT INTO lease_row VALUES (1)",
+        )
+        .await
+        .expect("table");
+    let tx = frozen.transaction().await.expect("begin");
+    tx.execute("SELECT id FROM lease_row WHERE id = 1 FOR UPDATE", &[])
+        .await
+        .expect("lock");
+    check!(
+        other
+            .execute(
+                "SELECT id FROM lease_row WHERE id = 1 FOR UPDATE NOWAIT",
+                &[]
+            )
+            .await
+            .is_err(),
+        "held while the transaction is young"
+    );
+    // Frozen past the timeout: nothing is sent.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    eventually("the lock to go with the idle session", async || {
+        other
+            .execute(
+                "SELECT id FROM lease_row WHERE id = 1 FOR UPDATE NOWAIT",
+                &[],
+            )
+            .await
+            .is_ok()
+    })
+    .await;
+    check!(
+        tx.execute("SELECT 1", &[]).await.is_err(),
+        "the frozen transaction is over"
+    );
+}
+
 #[tokio::test]
 async fn a_node_id_held_by_a_live_broker_is_refused() {
     let Some((_db, cluster)) = cluster().await else {

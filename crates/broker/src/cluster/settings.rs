@@ -47,17 +47,21 @@ impl ClusterSettings {
         } else {
             DatabaseTls::Disabled
         };
+        let timing = LeaseTiming {
+            duration: millis("krabka.cluster.lease.duration.ms")?,
+            renew_interval: millis("krabka.cluster.lease.renew.interval.ms")?,
+            safety_margin: millis("krabka.cluster.lease.safety.margin.ms")?,
+        };
         let database = DatabaseConfig {
             url: url.trim().to_owned(),
             pool_size: usize::try_from(number("krabka.cluster.database.pool.size")?)
                 .unwrap_or(usize::MAX),
             connect_timeout: millis("krabka.cluster.database.connect.timeout.ms")?,
             tls,
-        };
-        let timing = LeaseTiming {
-            duration: millis("krabka.cluster.lease.duration.ms")?,
-            renew_interval: millis("krabka.cluster.lease.renew.interval.ms")?,
-            safety_margin: millis("krabka.cluster.lease.safety.margin.ms")?,
+            // A broker frozen for its whole lease has lost its leases; the
+            // locks of a transaction it froze in go too (never under 5 s,
+            // so a busy machine's scheduling stalls do not abort work).
+            idle_in_transaction_timeout: Some(timing.duration.max(Duration::from_secs(5))),
         };
         timing
             .validate()
