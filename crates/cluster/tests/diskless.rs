@@ -48,11 +48,14 @@ async fn broker(db: &TestDatabase) -> Arc<dyn BatchCoordinator> {
     Arc::new(cluster.batch_coordinator())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_brokers_committing_to_the_same_partitions_get_dense_unique_offsets() {
-    let Some((db, cluster)) = support::cluster().await else {
-        return;
-    };
+/// Two brokers' coordinators on one fresh database (keep it alive) and
+/// four partitions of a new topic.
+async fn two_brokers_on_four_partitions() -> Option<(
+    TestDatabase,
+    [Arc<dyn BatchCoordinator>; 2],
+    Vec<DisklessPartition>,
+)> {
+    let (db, cluster) = support::cluster().await?;
     let brokers = [
         Arc::new(cluster.batch_coordinator()) as Arc<dyn BatchCoordinator>,
         broker(&db).await,
@@ -60,6 +63,14 @@ async fn two_brokers_committing_to_the_same_partitions_get_dense_unique_offsets(
     let topic = uuid::Uuid::new_v4();
     let partitions: Vec<_> = (0..4).map(|i| DisklessPartition::new(topic, i)).collect();
     brokers[0].create_partitions(&partitions).await.unwrap();
+    Some((db, brokers, partitions))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_brokers_committing_to_the_same_partitions_get_dense_unique_offsets() {
+    let Some((_db, brokers, partitions)) = two_brokers_on_four_partitions().await else {
+        return;
+    };
 
     // Each broker runs 4 writers of 20 objects; each object holds batches
     // for the partitions in an order of its own (forward, backward,
@@ -369,16 +380,9 @@ async fn abandoning_an_object_waits_for_its_commit_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiry_through_one_broker_while_another_commits_forgets_only_idle_producers() {
-    let Some((db, cluster)) = support::cluster().await else {
+    let Some((_db, brokers, partitions)) = two_brokers_on_four_partitions().await else {
         return;
     };
-    let brokers = [
-        Arc::new(cluster.batch_coordinator()) as Arc<dyn BatchCoordinator>,
-        broker(&db).await,
-    ];
-    let topic = uuid::Uuid::new_v4();
-    let partitions: Vec<_> = (0..4).map(|i| DisklessPartition::new(topic, i)).collect();
-    brokers[0].create_partitions(&partitions).await.unwrap();
     const HORIZON: i64 = 1_000_000;
     let send = |p: DisklessPartition, producer_id: i64, sequence: i32, timestamp: i64| {
         let mut commit: ObjectCommit = commit_of("x", &[(p, 1)]);

@@ -145,6 +145,25 @@ mod tests {
         std::sync::Arc,
     };
 
+    /// Commits the 6-byte object `key` as one batch of `p`.
+    async fn commit_one(c: &InMemoryBatchCoordinator, key: &ObjectKey, p: DisklessPartition) {
+        c.commit_object(&ObjectCommit {
+            key: key.clone(),
+            uploader: BrokerId(1),
+            size: 6,
+            batches: vec![CommitBatch {
+                partition: p,
+                position: 0,
+                size: 6,
+                offset_count: 1,
+                max_timestamp: 0,
+                producer: None,
+            }],
+        })
+        .await
+        .unwrap();
+    }
+
     #[tokio::test]
     async fn dead_objects_go_after_the_grace_period_and_live_ones_stay() {
         let dir = tempfile::tempdir().unwrap();
@@ -163,21 +182,7 @@ mod tests {
                 .put(&key, Bytes::from_static(b"object"))
                 .await
                 .unwrap();
-            c.commit_object(&ObjectCommit {
-                key: key.clone(),
-                uploader: BrokerId(1),
-                size: 6,
-                batches: vec![CommitBatch {
-                    partition: p,
-                    position: 0,
-                    size: 6,
-                    offset_count: 1,
-                    max_timestamp: 0,
-                    producer: None,
-                }],
-            })
-            .await
-            .unwrap();
+            commit_one(&c, &key, p).await;
             keys.push(key);
         }
         c.delete_records(&[DeleteRecords {
@@ -230,21 +235,7 @@ mod tests {
         };
         let committed = put(&ours).await;
         check!(committed.0.starts_with("pre/diskless/cluster-a/"));
-        c.commit_object(&ObjectCommit {
-            key: committed.clone(),
-            uploader: BrokerId(1),
-            size: 6,
-            batches: vec![CommitBatch {
-                partition: p,
-                position: 0,
-                size: 6,
-                offset_count: 1,
-                max_timestamp: 0,
-                producer: None,
-            }],
-        })
-        .await
-        .unwrap();
+        commit_one(&c, &committed, p).await;
         let orphans = [put(&ours).await, put(&ours).await];
         let foreign = put(&theirs).await;
 
