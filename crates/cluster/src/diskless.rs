@@ -35,10 +35,10 @@ use {
     krabka_remote_storage::{
         RemoteStorageError,
         diskless::{
-            BatchCoordinator, BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches,
-            FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey,
-            OffsetAnswer, OffsetQuery, PartitionError, ProducerCheck, ProducerInfo,
-            RetentionOutcome, RetentionPolicy,
+            BatchCoordinator, BatchError, Committed, Consolidate, Consolidated, DeleteRecords,
+            DisklessPartition, FindBatches, FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo,
+            ObjectCommit, ObjectKey, OffsetAnswer, OffsetQuery, PartitionError, ProducerCheck,
+            ProducerInfo, RetentionOutcome, RetentionPolicy,
         },
     },
     std::{
@@ -90,15 +90,24 @@ struct PartitionRow {
     log_start: i64,
     high_watermark: i64,
     bytes: i64,
+    consolidated_to: i64,
 }
 
 impl PartitionRow {
+    /// Decodes `log_start_offset, high_watermark, byte_size,
+    /// consolidated_to` starting at column `at`.
     fn from_row(row: &Row, at: usize) -> Option<Self> {
         Some(Self {
             log_start: row.get::<_, Option<i64>>(at)?,
             high_watermark: row.get(at + 1),
             bytes: row.get(at + 2),
+            consolidated_to: row.get(at + 3),
         })
+    }
+
+    /// The first offset held as batches.
+    fn batch_start(&self) -> i64 {
+        self.consolidated_to.max(self.log_start)
     }
 
     fn info(&self) -> LogInfo {
@@ -106,6 +115,7 @@ impl PartitionRow {
             log_start_offset: self.log_start,
             high_watermark: self.high_watermark,
             byte_size: u64::try_from(self.bytes).unwrap_or(0),
+            batch_start_offset: self.batch_start(),
         }
     }
 
@@ -211,7 +221,8 @@ async fn lock_partitions(
     let (topics, indexes) = split(partitions);
     let statement = tx
         .prepare_cached(
-            "SELECT topic_id, partition, log_start_offset, high_watermark, byte_size
+            "SELECT topic_id, partition, log_start_offset, high_watermark, byte_size,
+                    consolidated_to
              FROM diskless_partitions
              WHERE (topic_id, partition) IN (SELECT * FROM unnest($1::uuid[], $2::int4[]))
              ORDER BY topic_id, partition
@@ -255,19 +266,27 @@ async fn store_partitions(
     let log_starts: Vec<i64> = partitions.values().map(|r| r.log_start).collect();
     let watermarks: Vec<i64> = partitions.values().map(|r| r.high_watermark).collect();
     let bytes: Vec<i64> = partitions.values().map(|r| r.bytes).collect();
+    let consolidated: Vec<i64> = partitions.values().map(|r| r.consolidated_to).collect();
     let statement = tx
         .prepare_cached(
             "UPDATE diskless_partitions p
              SET log_start_offset = u.log_start, high_watermark = u.high_watermark,
-                 byte_size = u.bytes
-             FROM unnest($1::uuid[], $2::int4[], $3::int8[], $4::int8[], $5::int8[])
-                  AS u(topic_id, partition, log_start, high_watermark, bytes)
+                 byte_size = u.bytes, consolidated_to = u.consolidated_to
+             FROM unnest($1::uuid[], $2::int4[], $3::int8[], $4::int8[], $5::int8[], $6::int8[])
+                  AS u(topic_id, partition, log_start, high_watermark, bytes, consolidated_to)
              WHERE p.topic_id = u.topic_id AND p.partition = u.partition",
         )
         .await?;
     tx.execute(
         &statement,
-        &[&topics, &indexes, &log_starts, &watermarks, &bytes],
+        &[
+            &topics,
+            &indexes,
+            &log_starts,
+            &watermarks,
+            &bytes,
+            &consolidated,
+        ],
     )
     .await
     .map(drop)
@@ -351,7 +370,7 @@ async fn read_partitions(
     let (topics, indexes) = split(partitions);
     let statement = tx
         .prepare_cached(
-            "SELECT r.i, p.log_start_offset, p.high_watermark, p.byte_size
+            "SELECT r.i, p.log_start_offset, p.high_watermark, p.byte_size, p.consolidated_to
              FROM unnest($1::uuid[], $2::int4[]) WITH ORDINALITY AS r(topic_id, partition, i)
              LEFT JOIN diskless_partitions p
                     ON p.topic_id = r.topic_id AND p.partition = r.partition
@@ -610,7 +629,8 @@ impl BatchCoordinator for PgBatchCoordinator {
                         Err(p.out_of_range(request.offset))
                     }
                     Some(p) => {
-                        if request.offset < p.high_watermark {
+                        // Below the batch start the tiered segments hold it.
+                        if request.offset < p.high_watermark && request.offset >= p.batch_start() {
                             wanted.push(i);
                         }
                         Ok(FoundBatches {
@@ -819,6 +839,66 @@ impl BatchCoordinator for PgBatchCoordinator {
                     p.log_start = target;
                 }
                 answers.push(Ok(p.log_start));
+            }
+            release(&tx, &released).await?;
+            store_partitions(&tx, &partitions).await?;
+            tx.commit().await?;
+            Ok(answers)
+        })
+    }
+
+    async fn consolidate(
+        &self,
+        requests: &[Consolidate],
+    ) -> Result<Vec<Result<Consolidated, PartitionError>>, RemoteStorageError> {
+        let touched: Vec<DisklessPartition> = requests
+            .iter()
+            .map(|r| r.partition)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        transact!(self, "diskless_consolidate", |conn| async {
+            let tx = conn.transaction().await?;
+            let mut partitions = lock_partitions(&tx, &touched).await?;
+            let starts_a_batch = tx
+                .prepare_cached(
+                    "SELECT base_offset FROM diskless_batches
+                     WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3
+                     ORDER BY last_offset LIMIT 1",
+                )
+                .await?;
+            let mut released = Released::default();
+            let mut answers = Vec::with_capacity(requests.len());
+            for request in requests {
+                let Some(p) = partitions.get_mut(&request.partition) else {
+                    answers.push(Err(PartitionError::UnknownTopicOrPartition));
+                    continue;
+                };
+                let start = p.batch_start();
+                let boundary = request.to == p.high_watermark
+                    || (request.to < p.high_watermark
+                        && tx
+                            .query_opt(
+                                &starts_a_batch,
+                                &[
+                                    &request.partition.topic_id,
+                                    &request.partition.partition,
+                                    &request.to,
+                                ],
+                            )
+                            .await?
+                            .is_some_and(|row| row.get::<_, i64>(0) == request.to));
+                if start != request.from || request.to <= start || !boundary {
+                    answers.push(Ok(Consolidated::Refused {
+                        batch_start_offset: start,
+                    }));
+                    continue;
+                }
+                let removed =
+                    remove_batches(&tx, request.partition, request.to, &mut released).await?;
+                p.bytes -= removed.bytes;
+                p.consolidated_to = request.to;
+                answers.push(Ok(Consolidated::Applied));
             }
             release(&tx, &released).await?;
             store_partitions(&tx, &partitions).await?;

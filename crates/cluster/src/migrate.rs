@@ -55,6 +55,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "diskless producer timestamps",
         sql: include_str!("migrations/0006_diskless_producer_timestamps.sql"),
     },
+    Migration {
+        version: 7,
+        name: "diskless consolidation",
+        sql: include_str!("migrations/0007_diskless_consolidation.sql"),
+    },
 ];
 
 /// The schema version this binary brings a database to.

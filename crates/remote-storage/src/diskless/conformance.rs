@@ -11,9 +11,10 @@ use {
     super::{
         coordinator::BatchCoordinator,
         types::{
-            BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
-            ListOffsetsQuery, ObjectCommit, ObjectKey, OffsetAnswer, OffsetQuery, PartitionError,
-            ProducerBatch, ProducerInfo, RetentionPolicy,
+            BatchError, CommitBatch, Committed, Consolidate, Consolidated, DeleteRecords,
+            DisklessPartition, FindBatches, ListOffsetsQuery, ObjectCommit, ObjectKey,
+            OffsetAnswer, OffsetQuery, PartitionError, ProducerBatch, ProducerInfo,
+            RetentionPolicy,
         },
     },
     krabka_ids::{BrokerId, ProducerEpoch, ProducerId},
@@ -55,6 +56,9 @@ where
         }),
         ("delete_records_moves_the_log_start", |c| {
             Box::pin(delete_records_moves_the_log_start(c))
+        }),
+        ("consolidation_moves_the_batch_start_once", |c| {
+            Box::pin(consolidation_moves_the_batch_start_once(c))
         }),
         ("retention_by_time_and_bytes", |c| {
             Box::pin(retention_by_time_and_bytes(c))
@@ -451,6 +455,104 @@ async fn delete_records_moves_the_log_start(c: Arc<dyn BatchCoordinator>) {
     assert_eq!(c.objects_to_delete(i64::MAX).await.unwrap().len(), 2);
     let info = c.log_info(&p).await.unwrap();
     assert_eq!(info[0].as_ref().unwrap().byte_size, 0);
+}
+
+async fn consolidation_moves_the_batch_start_once(c: Arc<dyn BatchCoordinator>) {
+    let p = partitions(2);
+    c.create_partitions(&p).await.unwrap();
+    // p0: batches [0,2) [2,4) in object a, [4,6) in object b (shared with p1).
+    let a = commit_of("a", &[(p[0], 2), (p[0], 2)]);
+    commit(&c, &a).await;
+    let b = commit_of("b", &[(p[0], 2), (p[1], 1)]);
+    commit(&c, &b).await;
+    let info = c.log_info(&p[..1]).await.unwrap()[0].clone().unwrap();
+    assert_eq!((info.log_start_offset, info.batch_start_offset), (0, 0));
+    let consolidate = |from, to| Consolidate {
+        partition: p[0],
+        from,
+        to,
+    };
+    // Not a batch boundary, not from the batch start, beyond the end.
+    for (from, to) in [(0, 3), (2, 4), (0, 7), (0, 0)] {
+        assert_eq!(
+            c.consolidate(&[consolidate(from, to)]).await.unwrap()[0],
+            Ok(Consolidated::Refused {
+                batch_start_offset: 0
+            }),
+            "[{from}, {to})"
+        );
+    }
+    assert_eq!(
+        c.consolidate(&[consolidate(0, 4)]).await.unwrap()[0],
+        Ok(Consolidated::Applied)
+    );
+    // A second broker consolidating the same range is refused.
+    assert_eq!(
+        c.consolidate(&[consolidate(0, 4)]).await.unwrap()[0],
+        Ok(Consolidated::Refused {
+            batch_start_offset: 4
+        })
+    );
+    let info = c.log_info(&p[..1]).await.unwrap()[0].clone().unwrap();
+    assert_eq!(
+        (
+            info.log_start_offset,
+            info.batch_start_offset,
+            info.high_watermark,
+            info.byte_size
+        ),
+        (0, 4, 6, 100),
+        "the log start stays; the consolidated bytes leave"
+    );
+    // Object a held only consolidated batches: dead. Object b lives on.
+    assert_eq!(
+        c.objects_to_delete(i64::MAX).await.unwrap(),
+        [a.key.clone()]
+    );
+    // A fetch below the batch start finds no batch (the tier holds it);
+    // at the batch start, the next batch.
+    let find = |offset| FindBatches {
+        partition: p[0],
+        offset,
+        max_bytes: 1000,
+    };
+    let found = c.find_batches(&[find(1), find(4)]).await.unwrap();
+    let below = found[0].as_ref().unwrap();
+    assert!(below.batches.is_empty());
+    assert_eq!(below.info.batch_start_offset, 4);
+    assert_eq!(found[1].as_ref().unwrap().batches[0].base_offset, 4);
+    // ListOffsets still answers the log start; DeleteRecords into the
+    // consolidated range moves only the log start, past it the batch start too.
+    let earliest = c
+        .list_offsets(&[ListOffsetsQuery {
+            partition: p[0],
+            query: OffsetQuery::Earliest,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(earliest[0], Ok(OffsetAnswer::Offset(0)));
+    let del = |offset| DeleteRecords {
+        partition: p[0],
+        offset,
+    };
+    assert_eq!(c.delete_records(&[del(2)]).await.unwrap()[0], Ok(2));
+    let info = c.log_info(&p[..1]).await.unwrap()[0].clone().unwrap();
+    assert_eq!((info.log_start_offset, info.batch_start_offset), (2, 4));
+    assert_eq!(c.delete_records(&[del(5)]).await.unwrap()[0], Ok(5));
+    let info = c.log_info(&p[..1]).await.unwrap()[0].clone().unwrap();
+    assert_eq!((info.log_start_offset, info.batch_start_offset), (5, 5));
+    // Consolidating to the high watermark empties the partition's batches.
+    assert_eq!(
+        c.consolidate(&[consolidate(5, 6)]).await.unwrap()[0],
+        Ok(Consolidated::Applied)
+    );
+    let info = c.log_info(&p[..1]).await.unwrap()[0].clone().unwrap();
+    assert_eq!((info.batch_start_offset, info.byte_size), (6, 0));
+    // Object b still holds p1's batch.
+    assert_eq!(c.objects_to_delete(i64::MAX).await.unwrap(), [a.key]);
+    // Other partitions are untouched.
+    let other = c.log_info(&p[1..]).await.unwrap()[0].clone().unwrap();
+    assert_eq!((other.batch_start_offset, other.byte_size), (0, 100));
 }
 
 async fn retention_by_time_and_bytes(c: Arc<dyn BatchCoordinator>) {

@@ -10,9 +10,9 @@
 
 use {
     super::types::{
-        BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches, FoundBatches,
-        ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer, PartitionError,
-        ProducerInfo, RetentionOutcome, RetentionPolicy,
+        BatchError, Committed, Consolidate, Consolidated, DeleteRecords, DisklessPartition,
+        FindBatches, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey,
+        OffsetAnswer, PartitionError, ProducerInfo, RetentionOutcome, RetentionPolicy,
     },
     crate::RemoteStorageError,
     async_trait::async_trait,
@@ -41,7 +41,11 @@ use {
 ///   deleted by retention, DeleteRecords or topic deletion) is offered for
 ///   deletion once it has been dead for the grace period, and never before;
 /// - an object its uploader abandoned is dead unless its commit went
-///   through, and once abandoned it can no longer be committed.
+///   through, and once abandoned it can no longer be committed;
+/// - consolidated offsets (below the batch start, from the log start) are
+///   found in no batch: a fetch there is answered with no batches, and the
+///   reader goes to the tiered segments; the log start, the high watermark
+///   and DeleteRecords are unchanged by a consolidation.
 #[async_trait]
 pub trait BatchCoordinator: Send + Sync + std::fmt::Debug {
     /// Makes `partitions` known, each starting empty at offset 0. Creating
@@ -109,6 +113,22 @@ pub trait BatchCoordinator: Send + Sync + std::fmt::Debug {
         &self,
         requests: &[DeleteRecords],
     ) -> Result<Vec<Result<i64, PartitionError>>, RemoteStorageError>;
+
+    /// Records consolidations ([`Consolidate`]): the batches below `to`
+    /// leave the partition (objects left with no live batch become dead)
+    /// and its batch start becomes `to`, only if the batch start is `from`
+    /// and `to` ends a batch at or below the high watermark — a
+    /// compare-and-set, so of two brokers consolidating the same range one
+    /// is [`Consolidated::Refused`]. Answers in request order.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteStorageError`] when the coordinator fails; then nothing
+    /// changed.
+    async fn consolidate(
+        &self,
+        requests: &[Consolidate],
+    ) -> Result<Vec<Result<Consolidated, PartitionError>>, RemoteStorageError>;
 
     /// Applies time and size retention at time `now_ms`, removing whole
     /// batches from the start of each partition; answers in request order.

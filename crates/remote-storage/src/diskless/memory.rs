@@ -24,9 +24,9 @@ use {
     super::{
         coordinator::BatchCoordinator,
         types::{
-            BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches, FoundBatches,
-            ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer, PartitionError,
-            ProducerInfo, RetentionOutcome, RetentionPolicy,
+            BatchError, Committed, Consolidate, Consolidated, DeleteRecords, DisklessPartition,
+            FindBatches, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey,
+            OffsetAnswer, PartitionError, ProducerInfo, RetentionOutcome, RetentionPolicy,
         },
     },
     crate::RemoteStorageError,
@@ -261,6 +261,20 @@ impl BatchCoordinator for InMemoryBatchCoordinator {
         };
         match self.change(op).await? {
             Answer::LogStarts(answers) => Ok(answers),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn consolidate(
+        &self,
+        requests: &[Consolidate],
+    ) -> Result<Vec<Result<Consolidated, PartitionError>>, RemoteStorageError> {
+        let op = Op::Consolidate {
+            requests: requests.to_vec(),
+            now: self.now(),
+        };
+        match self.change(op).await? {
+            Answer::Consolidated(answers) => Ok(answers),
             other => Err(unexpected(&other)),
         }
     }

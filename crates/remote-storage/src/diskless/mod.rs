@@ -84,10 +84,10 @@ pub use {
     reader::read_batches,
     store::{DisklessStore, ListedObject},
     types::{
-        BatchError, CommitBatch, Committed, DeleteRecords, DisklessPartition, FindBatches,
-        FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,
-        OffsetQuery, PartitionError, ProducerBatch, ProducerInfo, RetentionOutcome,
-        RetentionPolicy,
+        BatchError, CommitBatch, Committed, Consolidate, Consolidated, DeleteRecords,
+        DisklessPartition, FindBatches, FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo,
+        ObjectCommit, ObjectKey, OffsetAnswer, OffsetQuery, PartitionError, ProducerBatch,
+        ProducerInfo, RetentionOutcome, RetentionPolicy,
     },
     writer::{Appended, ObjectWriter, OnCommit, WriteError, WriterConfig},
 };

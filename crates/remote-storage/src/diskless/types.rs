@@ -235,6 +235,11 @@ pub struct LogInfo {
     pub high_watermark: i64,
     /// Bytes of the partition's live batches.
     pub byte_size: u64,
+    /// The first offset still held as batches: the offsets from the log
+    /// start below it were consolidated into tiered segments
+    /// ([`BatchCoordinator::consolidate`](super::BatchCoordinator::consolidate));
+    /// equal to the log start while nothing was.
+    pub batch_start_offset: i64,
 }
 
 /// The answer to a [`FindBatches`].
@@ -288,6 +293,32 @@ pub struct DeleteRecords {
     pub partition: DisklessPartition,
     /// The new log start offset; `-1` means the high watermark.
     pub offset: i64,
+}
+
+/// One consolidation: the batches of `partition` in `[from, to)` were
+/// copied into a tiered segment and can leave the coordinator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Consolidate {
+    /// The partition.
+    pub partition: DisklessPartition,
+    /// The batch start the segment begins at.
+    pub from: i64,
+    /// One past the segment's last offset: a batch boundary.
+    pub to: i64,
+}
+
+/// The answer to a [`Consolidate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Consolidated {
+    /// The batches below `to` are gone; the batch start is `to`.
+    Applied,
+    /// Nothing changed: the batch start is not `from` any more (another
+    /// broker consolidated first, or the log start moved past it), or `to`
+    /// is not a batch boundary at or below the high watermark.
+    Refused {
+        /// The partition's batch start now.
+        batch_start_offset: i64,
+    },
 }
 
 /// A partition's retention settings, as the topic configures them.

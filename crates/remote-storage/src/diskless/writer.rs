@@ -709,6 +709,13 @@ mod tests {
         ) -> Result<Vec<Result<i64, PartitionError>>, RemoteStorageError> {
             self.inner.delete_records(requests).await
         }
+        async fn consolidate(
+            &self,
+            requests: &[crate::diskless::Consolidate],
+        ) -> Result<Vec<Result<crate::diskless::Consolidated, PartitionError>>, RemoteStorageError>
+        {
+            self.inner.consolidate(requests).await
+        }
         async fn enforce_retention(
             &self,
             policies: &[RetentionPolicy],

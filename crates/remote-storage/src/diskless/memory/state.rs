@@ -5,9 +5,10 @@
 use {
     super::{
         super::types::{
-            BatchError, Committed, DeleteRecords, DisklessPartition, FindBatches, FoundBatch,
-            FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit, ObjectKey, OffsetAnswer,
-            OffsetQuery, PartitionError, ProducerInfo, RetentionOutcome, RetentionPolicy,
+            BatchError, Committed, Consolidate, Consolidated, DeleteRecords, DisklessPartition,
+            FindBatches, FoundBatch, FoundBatches, ListOffsetsQuery, LogInfo, ObjectCommit,
+            ObjectKey, OffsetAnswer, OffsetQuery, PartitionError, ProducerInfo, RetentionOutcome,
+            RetentionPolicy,
         },
         producers::Producers,
     },
@@ -33,6 +34,13 @@ pub(super) enum Op {
     DeleteRecords {
         /// The requests.
         requests: Vec<DeleteRecords>,
+        /// Their time.
+        now: i64,
+    },
+    /// Batches consolidated into tiered segments.
+    Consolidate {
+        /// The requests.
+        requests: Vec<Consolidate>,
         /// Their time.
         now: i64,
     },
@@ -69,6 +77,8 @@ pub(super) enum Answer {
     Committed(Vec<Result<Committed, BatchError>>),
     /// Per DeleteRecords request.
     LogStarts(Vec<Result<i64, PartitionError>>),
+    /// Per consolidation.
+    Consolidated(Vec<Result<Consolidated, PartitionError>>),
     /// Per retention policy.
     Retention(Vec<Result<RetentionOutcome, PartitionError>>),
     /// Producers forgotten.
@@ -112,14 +122,24 @@ struct PartitionState {
     batches: VecDeque<StoredBatch>,
     bytes: u64,
     producers: Producers,
+    /// Where the last consolidation ended (0 in states from before
+    /// consolidation; the batch start is never below the log start).
+    #[serde(default)]
+    consolidated_to: i64,
 }
 
 impl PartitionState {
+    /// The first offset held as batches.
+    fn batch_start(&self) -> i64 {
+        self.consolidated_to.max(self.log_start)
+    }
+
     fn info(&self) -> LogInfo {
         LogInfo {
             log_start_offset: self.log_start,
             high_watermark: self.next_offset,
             byte_size: self.bytes,
+            batch_start_offset: self.batch_start(),
         }
     }
 
@@ -173,6 +193,9 @@ impl MemoryState {
                     .map(|r| self.delete_records(r, *now))
                     .collect(),
             ),
+            Op::Consolidate { requests, now } => {
+                Answer::Consolidated(requests.iter().map(|r| self.consolidate(r, *now)).collect())
+            }
             Op::Retention { policies, now } => {
                 Answer::Retention(policies.iter().map(|p| self.retention(p, *now)).collect())
             }
@@ -330,6 +353,13 @@ impl MemoryState {
         if request.offset < p.log_start || request.offset > p.next_offset {
             return Err(p.out_of_range(request.offset));
         }
+        if request.offset < p.batch_start() {
+            // Consolidated: the tiered segments hold it.
+            return Ok(FoundBatches {
+                batches: Vec::new(),
+                info: p.info(),
+            });
+        }
         let first = p
             .batches
             .partition_point(|b| b.last_offset < request.offset);
@@ -408,6 +438,44 @@ impl MemoryState {
             self.release(object, now);
         }
         Ok(self.partitions[&request.partition].log_start)
+    }
+
+    pub(super) fn consolidate(
+        &mut self,
+        request: &Consolidate,
+        now: i64,
+    ) -> Result<Consolidated, PartitionError> {
+        let released = {
+            let p = self
+                .partitions
+                .get_mut(&request.partition)
+                .ok_or(PartitionError::UnknownTopicOrPartition)?;
+            let start = p.batch_start();
+            let boundary = request.to == p.next_offset
+                || p.batches.iter().any(|b| b.base_offset == request.to);
+            if start != request.from || request.to <= start || !boundary {
+                return Ok(Consolidated::Refused {
+                    batch_start_offset: start,
+                });
+            }
+            let mut released = Vec::new();
+            while p
+                .batches
+                .front()
+                .is_some_and(|b| b.last_offset < request.to)
+            {
+                if let Some(b) = p.batches.pop_front() {
+                    p.bytes = p.bytes.saturating_sub(u64::from(b.size));
+                    released.push(b.object);
+                }
+            }
+            p.consolidated_to = request.to;
+            released
+        };
+        for object in &released {
+            self.release(object, now);
+        }
+        Ok(Consolidated::Applied)
     }
 
     pub(super) fn retention(
