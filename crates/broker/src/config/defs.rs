@@ -927,6 +927,13 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "How often a broker lists the diskless store for orphans: objects of this cluster, older than this interval, that the batch coordinator has no record of (their uploader died between upload and commit). Each is recorded as dead and deleted after the grace period.",
     ),
     broker(
+        "diskless.consolidation.enable",
+        Some("false"),
+        ConfigKind::Boolean,
+        false,
+        "Consolidates the cold data of diskless partitions into ordinary tiered segments in the remote tier (remote.log.storage.system.enable=true is required): once a partition holds segment.bytes of batches, or its oldest batch is segment.ms old, the broker Metadata names its leader copies them into one segment and the batch coordinator forgets them, so lagging readers read segment files and the coordinator stays small. Retention, DeleteRecords and topic deletion apply to the segments too.",
+    ),
+    broker(
         "krabka.log.remote.log.copy.disable",
         Some("false"),
         ConfigKind::Boolean,

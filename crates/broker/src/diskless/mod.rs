@@ -12,6 +12,7 @@
 //! so a broker without diskless topics creates nothing and a single node
 //! needs no setting at all: the store is a directory under the log dir.
 
+pub mod consolidate;
 mod leader;
 mod storage;
 #[cfg(test)]
@@ -78,6 +79,9 @@ pub struct DisklessSettings {
     /// `diskless.cleaner.orphan.interval.ms`: how often the store is
     /// swept for orphans, and how old an object must be to be one.
     pub orphan_interval: Duration,
+    /// `diskless.consolidation.enable`: cold batches become tiered
+    /// segments ([`consolidate`]).
+    pub consolidation: bool,
     /// This broker, the uploader of its objects.
     pub broker: BrokerId,
     /// The cluster's id: objects go under `diskless/<cluster id>/`, the
@@ -143,6 +147,12 @@ impl DisklessSettings {
                 StoreChoice::Filesystem(dir_or("krabka.diskless.storage.dir", DEFAULT_STORE_DIR))
             }
         };
+        let consolidation = text("diskless.consolidation.enable").eq_ignore_ascii_case("true");
+        if consolidation && !crate::remote::settings::system_enabled(config) {
+            return Err(BrokerError::Config(
+                "setting diskless.consolidation.enable=true needs remote.log.storage.system.enable=true: consolidated segments go to the remote tier".into(),
+            ));
+        }
         if reader.text("worm.enable").eq_ignore_ascii_case("true") {
             return Err(BrokerError::Config(format!(
                 "setting {STORAGE_CONFIG_PREFIX}worm.enable does not apply: diskless objects are deleted by the cleaner"
@@ -164,6 +174,7 @@ impl DisklessSettings {
             orphan_interval: Duration::from_millis(
                 number("diskless.cleaner.orphan.interval.ms")?.max(1),
             ),
+            consolidation,
             broker: BrokerId(config.node_id),
             cluster_id: String::new(),
         })
@@ -221,6 +232,8 @@ pub struct DisklessRuntime {
     writer: Mutex<Option<Arc<ObjectWriter>>>,
     waiters: Arc<Waiters>,
     settings: DisklessSettings,
+    /// The remote tier, which holds consolidated segments.
+    remote: crate::partition::RemoteSlot,
     /// When the store was last swept for orphans (none yet: the first
     /// housekeeping pass sweeps, catching what a crash left).
     last_sweep: Mutex<Option<tokio::time::Instant>>,
@@ -243,7 +256,10 @@ impl DisklessRuntime {
     ///
     /// [`BrokerError`] when the coordinator's directory cannot be read or
     /// is damaged, or the store cannot be created.
-    pub fn start(settings: DisklessSettings) -> Result<Arc<Self>, BrokerError> {
+    pub fn start(
+        settings: DisklessSettings,
+        remote: crate::partition::RemoteSlot,
+    ) -> Result<Arc<Self>, BrokerError> {
         let coordinator =
             InMemoryBatchCoordinator::open(&settings.coordinator_dir).map_err(|e| {
                 BrokerError::Task(format!(
@@ -251,7 +267,7 @@ impl DisklessRuntime {
                     settings.coordinator_dir.display()
                 ))
             })?;
-        Self::start_with(settings, Arc::new(coordinator))
+        Self::start_with(settings, Arc::new(coordinator), remote)
     }
 
     /// As [`DisklessRuntime::start`], on a given coordinator (the seam a
@@ -263,6 +279,7 @@ impl DisklessRuntime {
     pub fn start_with(
         settings: DisklessSettings,
         coordinator: Arc<dyn BatchCoordinator>,
+        remote: crate::partition::RemoteSlot,
     ) -> Result<Arc<Self>, BrokerError> {
         let object_store: Arc<dyn object_store::ObjectStore> = match &settings.store {
             StoreChoice::Filesystem(dir) => {
@@ -319,6 +336,7 @@ impl DisklessRuntime {
             writer: Mutex::new(Some(Arc::new(writer))),
             waiters,
             settings,
+            remote,
             last_sweep: Mutex::new(None),
         }))
     }
@@ -356,6 +374,12 @@ impl DisklessRuntime {
         let mut waiters = self.waiters.write().unwrap_or_else(PoisonError::into_inner);
         waiters.retain(|_, w| w.strong_count() > 0);
         waiters.insert(partition, Arc::downgrade(notify));
+    }
+
+    /// The remote log manager, when the remote tier is up.
+    #[must_use]
+    pub fn remote(&self) -> Option<Arc<crate::remote::RemoteLogManager>> {
+        self.remote.get().cloned()
     }
 
     /// The settings the runtime runs with.

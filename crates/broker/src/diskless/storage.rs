@@ -27,6 +27,7 @@ use {
         Appended, Isolation, LEADER_EPOCH, OffsetQuery, Offsets, PartitionStorage, Read,
         ReadRequest, ReadResult, StorageError,
     },
+    crate::remote::read::TimestampQuery,
     bytes::Bytes,
     krabka_ids::{ProducerEpoch, ProducerId},
     krabka_log::{
@@ -81,9 +82,9 @@ impl std::fmt::Debug for DisklessStorage {
 fn offsets_of(info: &LogInfo) -> Offsets {
     Offsets {
         log_start: info.log_start_offset,
-        // Nothing is local: KIP-405's "earliest local" is the log start, as
-        // for a topic without a remote tier.
-        local_log_start: info.log_start_offset,
+        // Nothing is local: KIP-405's "earliest local" is the first offset
+        // not consolidated into the remote tier.
+        local_log_start: info.batch_start_offset,
         high_watermark: info.high_watermark,
         last_stable: info.high_watermark,
         log_end: info.high_watermark,
@@ -160,7 +161,15 @@ impl DisklessStorage {
         self.id
     }
 
-    fn config(&self) -> LogConfig {
+    /// The partition's id in the remote tier, which holds its
+    /// consolidated segments.
+    #[must_use]
+    pub fn tier_id(&self) -> krabka_remote_storage::TopicIdPartition {
+        krabka_remote_storage::TopicIdPartition::new(self.topic_id, self.topic.clone(), self.index)
+    }
+
+    /// The topic's configuration, as the partition applies it.
+    pub(crate) fn config(&self) -> LogConfig {
         self.config
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -190,7 +199,7 @@ impl DisklessStorage {
         let mut offsets = self.offsets.lock().unwrap_or_else(PoisonError::into_inner);
         let fresh = offsets_of(info);
         offsets.log_start = offsets.log_start.max(fresh.log_start);
-        offsets.local_log_start = offsets.log_start;
+        offsets.local_log_start = offsets.local_log_start.max(fresh.local_log_start);
         offsets.high_watermark = offsets.high_watermark.max(fresh.high_watermark);
         offsets.last_stable = offsets.high_watermark;
         offsets.log_end = offsets.high_watermark;
@@ -338,7 +347,7 @@ impl DisklessStorage {
         {
             let mut offsets = self.offsets.lock().unwrap_or_else(PoisonError::into_inner);
             offsets.log_start = offsets.log_start.max(log_start);
-            offsets.local_log_start = offsets.log_start;
+            offsets.local_log_start = offsets.local_log_start.max(offsets.log_start);
             offsets.high_watermark = offsets.high_watermark.max(last + 1);
             offsets.last_stable = offsets.high_watermark;
             offsets.log_end = offsets.high_watermark;
@@ -386,6 +395,56 @@ impl DisklessStorage {
             offset: found.base_offset,
             leader_epoch: LEADER_EPOCH,
         })))
+    }
+}
+
+impl DisklessStorage {
+    /// The partition's offsets from the coordinator now.
+    async fn info_now(&self) -> Result<LogInfo, StorageError> {
+        let info = single(self.runtime.coordinator.log_info(&[self.id]).await)?
+            .map_err(|e| partition_error(&e))?;
+        self.learn(&info);
+        Ok(info)
+    }
+
+    /// ListOffsets -4 (the first offset held as batches) and -5 (the last
+    /// consolidated offset; none while nothing is consolidated).
+    async fn tier_offset(
+        &self,
+        query: OffsetQuery,
+    ) -> Result<Option<TimestampOffset>, StorageError> {
+        let info = self.info_now().await?;
+        let offset = match query {
+            OffsetQuery::EarliestLocal => Some(info.batch_start_offset),
+            _ => (info.batch_start_offset > info.log_start_offset)
+                .then(|| info.batch_start_offset - 1),
+        };
+        Ok(offset.map(|offset| TimestampOffset {
+            timestamp: -1,
+            offset,
+            leader_epoch: LEADER_EPOCH,
+        }))
+    }
+
+    /// A timestamp lookup over the consolidated segments, when there are
+    /// any above the log start.
+    async fn tiered_lookup(
+        &self,
+        query: TimestampQuery,
+    ) -> Result<Option<TimestampOffset>, StorageError> {
+        let info = self.info_now().await?;
+        if info.batch_start_offset <= info.log_start_offset {
+            return Ok(None);
+        }
+        let rlm = self.runtime.remote().ok_or_else(|| {
+            unavailable("consolidated diskless data needs the remote tier (remote.log.storage.system.enable=true)")
+        })?;
+        let found = rlm
+            .find_diskless_offset(self.tier_id(), query, info.log_start_offset)
+            .await
+            .map_err(unavailable)?;
+        // A segment left over from a lost race may reach past the batch start.
+        Ok(found.filter(|f| f.offset < info.batch_start_offset))
     }
 }
 
@@ -536,6 +595,7 @@ impl PartitionStorage for DisklessStorage {
         // The cache learns from what the read finds (a weak handle: the
         // read may outlive a deleted partition).
         let me = self.me.clone();
+        let tier = self.tier_id();
         Ok(Read::Later(Box::pin(async move {
             let find = FindBatches {
                 partition: id,
@@ -546,6 +606,30 @@ impl PartitionStorage for DisklessStorage {
                 .map_err(|e| partition_error(&e))?;
             if let Some(me) = me.upgrade() {
                 me.learn(&found.info);
+            }
+            if request.offset < found.info.batch_start_offset {
+                // Consolidated: a tiered segment holds it.
+                let rlm = runtime.remote().ok_or_else(|| {
+                    unavailable("consolidated diskless data needs the remote tier (remote.log.storage.system.enable=true)")
+                })?;
+                let records = rlm
+                    .read_diskless(
+                        tier,
+                        request.offset,
+                        request.max_bytes,
+                        request.min_one_batch,
+                        found.info.high_watermark,
+                    )
+                    .await
+                    .map_err(|e| {
+                        tracing::warn!(partition = %id, offset = request.offset, error = %e, "reading consolidated diskless data failed");
+                        unavailable(e)
+                    })?;
+                return Ok(ReadResult {
+                    records: records.into(),
+                    aborted: (request.isolation == Isolation::ReadCommitted).then(Vec::new),
+                    offsets: offsets_of(&found.info),
+                });
             }
             let mut batches = found.batches;
             // The coordinator always gives the first batch (KIP-74); only
@@ -587,13 +671,25 @@ impl PartitionStorage for DisklessStorage {
         };
         let (question, at) = match query {
             OffsetQuery::Latest => (CoordinatorQuery::Latest, None),
-            OffsetQuery::Earliest | OffsetQuery::EarliestLocal => {
-                (CoordinatorQuery::Earliest, None)
+            OffsetQuery::Earliest => (CoordinatorQuery::Earliest, None),
+            OffsetQuery::EarliestLocal | OffsetQuery::LatestTiered => {
+                return self.tier_offset(query).await;
             }
-            // Nothing is tiered: Kafka answers no offset.
-            OffsetQuery::LatestTiered => return Ok(None),
             OffsetQuery::MaxTimestamp => (CoordinatorQuery::MaxTimestamp, None),
             OffsetQuery::AtOrAfter(ts) => (CoordinatorQuery::Timestamp(ts), Some(ts)),
+        };
+        // Consolidated offsets come first: a timestamp found there wins,
+        // and the largest timestamp is compared with the batches'.
+        let tiered = match query {
+            OffsetQuery::AtOrAfter(ts) => {
+                let found = self.tiered_lookup(TimestampQuery::AtOrAfter(ts)).await?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+                None
+            }
+            OffsetQuery::MaxTimestamp => self.tiered_lookup(TimestampQuery::Max).await?,
+            _ => None,
         };
         let answer = single(
             self.runtime
@@ -605,11 +701,17 @@ impl PartitionStorage for DisklessStorage {
                 .await,
         )?
         .map_err(|e| partition_error(&e))?;
-        match answer {
-            OffsetAnswer::Offset(offset) => Ok(at_offset(offset)),
-            OffsetAnswer::NotFound => Ok(None),
-            OffsetAnswer::Batch(found) => self.record_in(&found, at).await,
-        }
+        let batches = match answer {
+            OffsetAnswer::Offset(offset) => return Ok(at_offset(offset)),
+            OffsetAnswer::NotFound => None,
+            OffsetAnswer::Batch(found) => self.record_in(&found, at).await?,
+        };
+        // -3: the tier's record wins a tie (it is the earlier).
+        Ok(match (tiered, batches) {
+            (Some(t), Some(b)) if b.timestamp > t.timestamp => Some(b),
+            (Some(t), _) => Some(t),
+            (None, b) => b,
+        })
     }
 
     async fn delete_records(&self, offset: i64) -> Result<i64, StorageError> {

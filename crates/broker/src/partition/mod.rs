@@ -289,7 +289,7 @@ impl PartitionManager {
             BrokerError::Config("diskless topics are not enabled on this broker".into())
         })?;
         let runtime = match &self.cluster_coordinator {
-            None => DisklessRuntime::start(settings)?,
+            None => DisklessRuntime::start(settings, Arc::clone(&self.remote))?,
             Some(cluster) => {
                 let (coordinator, cluster_id) = cluster
                     .lock()
@@ -300,7 +300,11 @@ impl PartitionManager {
                             "diskless partitions wait for the cluster's batch coordinator".into(),
                         )
                     })?;
-                DisklessRuntime::start_with(settings.for_cluster(&cluster_id), coordinator)?
+                DisklessRuntime::start_with(
+                    settings.for_cluster(&cluster_id),
+                    coordinator,
+                    Arc::clone(&self.remote),
+                )?
             }
         };
         *slot = Some(Arc::clone(&runtime));

@@ -412,7 +412,7 @@ impl RemoteLogManager {
         }
     }
 
-    fn wait_ready(&self, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
+    pub(super) fn wait_ready(&self, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
         self.metadata
             .on_partition_leadership_changes(std::slice::from_ref(tp), &[])?;
         let waited = Instant::now();

@@ -32,6 +32,7 @@
 
 pub mod backend;
 pub mod delete;
+pub mod diskless;
 pub mod metadata_log;
 pub mod metrics;
 pub mod policy;
@@ -88,6 +89,23 @@ struct PartitionState {
     topic_id: uuid::Uuid,
 }
 
+/// A closed segment's files and what its remote metadata records.
+#[derive(Debug)]
+pub(crate) struct SegmentToCopy {
+    /// Its first offset.
+    pub base: i64,
+    /// One past its last offset.
+    pub end: i64,
+    /// Its largest record timestamp.
+    pub max_timestamp: i64,
+    /// The `.log` file's size.
+    pub size_bytes: u64,
+    /// Each leader epoch in it, with its first offset.
+    pub epochs: BTreeMap<LeaderEpoch, i64>,
+    /// The files.
+    pub data: LogSegmentData,
+}
+
 /// Whether the tier is a write-once (WORM) archive, and who publishes its
 /// chain heads.
 #[derive(Debug, Default)]
@@ -116,6 +134,8 @@ pub struct RemoteLogManager {
     chain_heads: Option<worm::ChainHeadPublisher>,
     /// Set at shutdown: the running pass stops after its current step.
     stopping: std::sync::atomic::AtomicBool,
+    /// Diskless partitions whose metadata is loaded here ([`diskless`]).
+    diskless_loaded: Mutex<std::collections::HashSet<TopicIdPartition>>,
 }
 
 impl std::fmt::Debug for RemoteLogManager {
@@ -252,6 +272,7 @@ impl RemoteLogManager {
             archive: archive.enabled,
             chain_heads: archive.chain_heads,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            diskless_loaded: Mutex::default(),
         }))
     }
 
@@ -318,8 +339,8 @@ impl RemoteLogManager {
             tokio::select! {
                 _ = tick.tick() => {
                     let rlm = Arc::clone(&self);
-                    let broker = Arc::clone(&broker);
-                    let pass = crate::blocking::run(move || rlm.run_once(&broker));
+                    let passing = Arc::clone(&broker);
+                    let pass = crate::blocking::run(move || rlm.run_once(&passing));
                     tokio::pin!(pass);
                     tokio::select! {
                         _ = &mut pass => {}
@@ -329,6 +350,12 @@ impl RemoteLogManager {
                             let _ = pass.await;
                             break;
                         }
+                    }
+                    // Diskless partitions' cold batches, when enabled.
+                    let consolidation = crate::diskless::consolidate::run_pass(&broker, &self);
+                    tokio::select! {
+                        () = consolidation => {}
+                        _ = shutdown.changed() => break,
                     }
                 }
                 _ = shutdown.changed() => break,
@@ -641,23 +668,6 @@ impl RemoteLogManager {
         if segment_epochs.is_empty() {
             segment_epochs.insert(LEADER_EPOCH, base);
         }
-        let size = i32::try_from(info.size_bytes)
-            .map_err(|_| backend(format!("segment {} too large", info.log_path.display())))?;
-        let details = RemoteLogSegmentDetails::new(
-            size,
-            RemoteLogSegmentState::CopySegmentStarted,
-            segment_epochs,
-        )
-        .with_txn_idx_empty(segment.txn_index_bytes == 0);
-        let metadata = RemoteLogSegmentMetadata::new(
-            RemoteLogSegmentId::generate_new(tp.clone()),
-            base,
-            end - 1,
-            info.max_timestamp,
-            self.broker_id,
-            now_ms(),
-            details,
-        )?;
         let data = LogSegmentData {
             log_segment: info.log_path.clone(),
             offset_index: info.offset_index_path.clone(),
@@ -666,17 +676,74 @@ impl RemoteLogManager {
             producer_snapshot_index: segment.producer_snapshot.clone(),
             leader_epoch_index: Bytes::from(segment.leader_epoch_checkpoint()),
         };
+        self.copy_files(
+            tp,
+            SegmentToCopy {
+                base,
+                end,
+                max_timestamp: info.max_timestamp,
+                size_bytes: info.size_bytes,
+                epochs: segment_epochs,
+                data,
+            },
+        )?;
+        tracing::debug!(partition = ?p, base, end, "copied segment to the remote tier");
+        Ok(())
+    }
+
+    /// Copies one segment's files through the metadata lifecycle
+    /// (`COPY_SEGMENT_STARTED` → copy → `COPY_SEGMENT_FINISHED`) and
+    /// publishes the chain head in archive mode; answers the finished
+    /// segment's metadata. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The tier's or the metadata manager's error; the segment is then left
+    /// in `COPY_SEGMENT_STARTED` for the clean-up of unfinished copies.
+    pub(crate) fn copy_files(
+        &self,
+        tp: &TopicIdPartition,
+        segment: SegmentToCopy,
+    ) -> Result<RemoteLogSegmentMetadata, RemoteStorageError> {
+        let size = i32::try_from(segment.size_bytes).map_err(|_| {
+            backend(format!(
+                "segment {} too large",
+                segment.data.log_segment.display()
+            ))
+        })?;
+        let details = RemoteLogSegmentDetails::new(
+            size,
+            RemoteLogSegmentState::CopySegmentStarted,
+            segment.epochs,
+        )
+        .with_txn_idx_empty(segment.data.transaction_index.is_none());
+        let metadata = RemoteLogSegmentMetadata::new(
+            RemoteLogSegmentId::generate_new(tp.clone()),
+            segment.base,
+            segment.end - 1,
+            segment.max_timestamp,
+            self.broker_id,
+            now_ms(),
+            details,
+        )?;
         self.metadata
             .add_remote_log_segment_metadata(metadata.clone())?;
-        let custom = self.storage.copy_log_segment_data(&metadata, &data)?;
-        self.update(
-            &metadata,
-            RemoteLogSegmentState::CopySegmentFinished,
+        let custom = self
+            .storage
+            .copy_log_segment_data(&metadata, &segment.data)?;
+        let finished = RemoteLogSegmentMetadataUpdate::new(
+            metadata.remote_log_segment_id().clone(),
+            now_ms(),
             custom,
-        )?;
-        metrics::copy_done(&p.topic, info.size_bytes);
-        tracing::debug!(partition = ?p, base, end, "copied segment to the remote tier");
-        self.publish_chain_head(tp)
+            RemoteLogSegmentState::CopySegmentFinished,
+            self.broker_id,
+        );
+        self.metadata
+            .update_remote_log_segment_metadata(finished.clone())?;
+        metrics::copy_done(tp.topic(), segment.size_bytes);
+        self.publish_chain_head(tp)?;
+        // What the tier holds now, as a reader will find it.
+        metadata.create_with_updates(&finished)
     }
 
     /// In archive mode, publishes the partition's newest chain head into

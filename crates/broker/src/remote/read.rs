@@ -264,7 +264,7 @@ impl RemoteLogManager {
     }
 
     /// Finished remote segments, oldest first.
-    fn finished_segments(
+    pub(crate) fn finished_segments(
         &self,
         tp: &TopicIdPartition,
     ) -> Result<Vec<RemoteLogSegmentMetadata>, RemoteStorageError> {
@@ -289,8 +289,22 @@ impl RemoteLogManager {
         ts: i64,
         starting_offset: i64,
     ) -> Result<Option<TimestampOffset>, RemoteStorageError> {
-        let tp = Self::tip(p);
-        for m in self.finished_segments(&tp)? {
+        self.offset_for_timestamp_in(&Self::tip(p), ts, starting_offset)
+    }
+
+    /// [`RemoteLogManager::offset_for_timestamp`] by the partition's tier
+    /// id (a diskless partition's consolidated segments). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The tier's or the metadata manager's error.
+    pub fn offset_for_timestamp_in(
+        &self,
+        tp: &TopicIdPartition,
+        ts: i64,
+        starting_offset: i64,
+    ) -> Result<Option<TimestampOffset>, RemoteStorageError> {
+        for m in self.finished_segments(tp)? {
             if m.max_timestamp_ms() < ts || m.end_offset() < starting_offset {
                 continue;
             }
@@ -313,9 +327,22 @@ impl RemoteLogManager {
         p: &Partition,
         starting_offset: i64,
     ) -> Result<Option<TimestampOffset>, RemoteStorageError> {
-        let tp = Self::tip(p);
+        self.max_timestamp_offset_in(&Self::tip(p), starting_offset)
+    }
+
+    /// [`RemoteLogManager::max_timestamp_offset`] by the partition's tier
+    /// id. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The tier's or the metadata manager's error.
+    pub fn max_timestamp_offset_in(
+        &self,
+        tp: &TopicIdPartition,
+        starting_offset: i64,
+    ) -> Result<Option<TimestampOffset>, RemoteStorageError> {
         let mut best: Option<RemoteLogSegmentMetadata> = None;
-        for m in self.finished_segments(&tp)? {
+        for m in self.finished_segments(tp)? {
             if m.end_offset() < starting_offset || m.max_timestamp_ms() < 0 {
                 continue;
             }

@@ -507,7 +507,7 @@ async fn consolidation_moves_the_batch_start_once(c: Arc<dyn BatchCoordinator>) 
     // Object a held only consolidated batches: dead. Object b lives on.
     assert_eq!(
         c.objects_to_delete(i64::MAX).await.unwrap(),
-        [a.key.clone()]
+        std::slice::from_ref(&a.key)
     );
     // A fetch below the batch start finds no batch (the tier holds it);
     // at the batch start, the next batch.
