@@ -18,8 +18,17 @@ budget. It reports MB/s and produce latency percentiles as krabka-bench
 prints them, the diskless/classic ratios, and the number of objects
 (PUTs) per GB written. Every wait is bounded.
 
+With `--consolidation` it measures consolidation instead
+(`diskless.consolidation.enable`, the filesystem tier): it fills a diskless
+topic whose `segment.bytes` is `--segment-mib`, times how long the broker
+takes to copy its batches into tiered segments (MB/s of segments written,
+from the first batch committed to the last segment in the tier), and reads
+it back cold — the consolidated part from segment files — next to a
+diskless topic of the same data that was not consolidated.
+
     cargo build --release -p krabka-broker -p krabka-bench
     /work/main/.venv/bin/python bench/diskless.py [--mib 64] [--partitions 4] [--rounds 2] [--intervals 250,50]
+    /work/main/.venv/bin/python bench/diskless.py --consolidation [--mib 256] [--partitions 4] [--segment-mib 16]
 """
 
 import argparse
@@ -31,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -117,14 +127,84 @@ def run(interval, mib, partitions, rounds):
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def tier_bytes(broker, topic):
+    """Bytes of `topic`'s `.log` segments in the filesystem tier."""
+    root = os.path.join(broker.data_dir, "krabka-remote-tier")
+    total = 0
+    for d, _, names in os.walk(root):
+        if os.path.basename(d).startswith(topic + "-"):
+            total += sum(os.path.getsize(os.path.join(d, n)) for n in names if n.endswith(".log"))
+    return total
+
+
+def run_consolidation(mib, partitions, segment_mib):
+    settings = {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "1000",
+        "diskless.consolidation.enable": "true",
+        "diskless.cleaner.interval.ms": "1000",
+    }
+    directory = tempfile.mkdtemp(prefix="krabka-bench-consolidation-")
+    broker = Broker(settings, directory=directory)
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        segment = str(segment_mib * 1024 * 1024)
+        futures = admin.create_topics([
+            # The same data twice: one consolidated, one kept as batches
+            # (a segment size it never reaches).
+            NewTopic("consolidated", partitions, 1, config={"diskless.enable": "true", "segment.bytes": segment}),
+            NewTopic("batches", partitions, 1, config={"diskless.enable": "true", "segment.bytes": "1073741824"}),
+        ])
+        for f in futures.values():
+            f.result(timeout=60)
+        records = mib * 1024 * 1024 // RECORD
+        out = {"mib": mib, "partitions": partitions, "segment_mib": segment_mib}
+        for topic in ("batches", "consolidated"):
+            started = time.time()
+            report = bench(["produce", "-b", broker.bootstrap, "-t", topic, "-p", str(partitions),
+                            "--record-size", str(RECORD), "-n", str(records), "--acks", "all"])
+            out[topic + "_produce_MBps"] = number(r"([0-9.]+) MB/s", report)
+        # Every full segment's worth of each partition ends in the tier.
+        per_partition = mib * 1024 * 1024 // partitions
+        expected = partitions * (per_partition // (segment_mib * 1024 * 1024)) * segment_mib * 1024 * 1024 * 0.9
+        deadline = time.time() + WAIT
+        while tier_bytes(broker, "consolidated") < expected:
+            if time.time() > deadline:
+                raise RuntimeError("consolidation did not catch up: %d of %d bytes" % (
+                    tier_bytes(broker, "consolidated"), expected))
+            time.sleep(0.2)
+        elapsed = time.time() - started
+        tiered = tier_bytes(broker, "consolidated")
+        out["tiered_MiB"] = round(tiered / 1048576, 1)
+        out["produce_then_consolidate_s"] = round(elapsed, 1)
+        out["consolidated_MBps_incl_produce"] = round(tiered / 1e6 / elapsed, 1)
+        broker.stop()
+        broker = Broker(settings, directory=directory)
+        out["cold_page_cache_dropped"] = drop_page_cache()
+        for topic in ("batches", "consolidated"):
+            report = bench(["consume", "-b", broker.bootstrap, "-t", topic])
+            out[topic + "_cold_consume_MBps"] = number(r"([0-9.]+) MB/s", report)
+        out["consolidated_over_batches_cold_consume"] = round(
+            out["consolidated_cold_consume_MBps"] / out["batches_cold_consume_MBps"], 2)
+        return out
+    finally:
+        broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=64, help="data per topic and round")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--intervals", default="250,50", help="diskless.commit.interval.ms values")
+    parser.add_argument("--consolidation", action="store_true", help="measure consolidation instead")
+    parser.add_argument("--segment-mib", type=int, default=16, help="segment.bytes of the consolidated topic")
     args = parser.parse_args()
     print("uptime:", subprocess.run(["uptime"], capture_output=True).stdout.decode().strip())
+    if args.consolidation:
+        print(json.dumps(run_consolidation(args.mib, args.partitions, args.segment_mib), indent=1))
+        return
     for interval in [int(i) for i in args.intervals.split(",")]:
         print(json.dumps(run(interval, args.mib, args.partitions, args.rounds), indent=1))
         sys.stdout.flush()

@@ -14,7 +14,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec
 
 from conftest import kcat_path
 from helpers import admin, as_tuples, consume_confluent, create_topic, make_records, produce_confluent, wait_for
@@ -59,10 +59,17 @@ def produce(broker, topic, count, prefix, base_ms):
 def test_cold_batches_become_segments_every_client_reads(broker_factory):
     broker = broker_factory(BROKER)
     topic = "dl-consolidated"
-    create_topic(broker.bootstrap, topic, config=TOPIC_CONFIG)
+    # Created with segments too large to fill; smaller ones once written,
+    # so the objects all hold unconsolidated batches when counted.
+    create_topic(broker.bootstrap, topic, config={**TOPIC_CONFIG, "segment.bytes": "1073741824"})
     base = int(time.time() * 1000) - 600_000
     records, stamps = produce(broker, topic, RECORDS, "c", base)
     written = len(objects(broker))
+    assert segments(broker, topic) == []
+    a = admin(broker.bootstrap)
+    change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("segment.bytes", TOPIC_CONFIG["segment.bytes"], incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([change])[change].result(timeout=30)
     wait_for(lambda: len(segments(broker, topic)) >= 3, timeout=90, what="consolidated segments in the tier")
     # The objects that held only consolidated batches are deleted.
     wait_for(lambda: len(objects(broker)) < written, timeout=60, what="the cleaner to delete consolidated objects")
@@ -83,7 +90,6 @@ def test_cold_batches_become_segments_every_client_reads(broker_factory):
             assert found.offset == i
     finally:
         c.close()
-    a = admin(broker.bootstrap)
     tp = TopicPartition(topic, 0)
     latest = a.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(30)
     assert (latest.offset, latest.timestamp) == (RECORDS - 1, stamps[-1])

@@ -14,7 +14,9 @@
 //!
 //! Reads always ask the coordinator (a [`Read::Later`]), so the high
 //! watermark a fetch sees is the coordinator's; a commit wakes the fetches
-//! parked on the partitions it touched. The offsets kept here are only a
+//! parked on the partitions it touched. Offsets below the batch start were
+//! consolidated into tiered segments (`super::consolidate`): those reads,
+//! and timestamp lookups reaching them, go to the remote log manager. The offsets kept here are only a
 //! cache for the callers of [`PartitionStorage::offsets`] (error answers,
 //! sizes), refreshed by every read, append and retention pass.
 //!
