@@ -21,6 +21,10 @@
 //!    is refused, and the loser's copy is deleted unless it may be the only
 //!    one (its own earlier answer lost).
 //!
+//! A copy its broker never finished (it died mid-copy) stays in
+//! `COPY_SEGMENT_STARTED`; the partition's consolidator deletes it once it
+//! is [`UNFINISHED_AGE_MS`] old.
+//!
 //! Fetches below the batch start then read the segment
 //! (`DisklessStorage`'s read), and objects left with no live batch go to
 //! the cleaner. The same pass applies retention to the segments:
@@ -62,6 +66,10 @@ const CHUNK_BYTES: u32 = 8 * 1024 * 1024;
 /// Segments one partition consolidates per pass at most, so one partition
 /// with a backlog does not hold up the others.
 const SEGMENTS_PER_PASS: usize = 4;
+/// How old an unfinished copy or delete must be before the partition's
+/// consolidator cleans it up: far longer than any copy takes, so a racer
+/// still copying is never cut short.
+pub const UNFINISHED_AGE_MS: i64 = 15 * 60 * 1000;
 
 fn failed(message: impl std::fmt::Display) -> RemoteStorageError {
     RemoteStorageError::Backend {
@@ -103,6 +111,11 @@ pub async fn consolidate_partition(
     p: &Arc<DisklessStorage>,
     build_root: &Path,
 ) -> Result<(), RemoteStorageError> {
+    let tier = p.tier_id();
+    let cleaning = Arc::clone(rlm);
+    crate::blocking::run(move || cleaning.clean_unfinished_diskless(&tier, UNFINISHED_AGE_MS))
+        .await
+        .map_err(failed)??;
     let mut info = log_info(runtime, p).await?;
     info = expire_segments(runtime, rlm, p, info).await?;
     for _ in 0..SEGMENTS_PER_PASS {
@@ -454,6 +467,10 @@ mod tests {
         },
         assert2::check,
         kafka_protocol::records::{Record, RecordBatchDecoder, TimestampType},
+        krabka_remote_storage::{
+            RemoteLogMetadataManager, RemoteLogSegmentDetails, RemoteLogSegmentId,
+            RemoteLogSegmentState,
+        },
         std::time::Duration,
     };
 
@@ -626,6 +643,46 @@ mod tests {
         check!(after.len() == tier.len() - usize::from(!racer_kept));
         check!(log_info(&runtime, &p).await.unwrap() == info);
         check!(read_all(&p, 0).await == before);
+        // A copy a dead broker left unfinished long ago is cleaned up;
+        // a fresh one (a racer still copying) is left alone.
+        let unfinished = |age_ms: i64| {
+            RemoteLogSegmentMetadata::new(
+                RemoteLogSegmentId::generate_new(p.tier_id()),
+                info.batch_start_offset,
+                info.batch_start_offset + 5,
+                t0,
+                1,
+                super::super::now_ms() - age_ms,
+                RemoteLogSegmentDetails::new(
+                    100,
+                    RemoteLogSegmentState::CopySegmentStarted,
+                    BTreeMap::from([(LEADER_EPOCH, info.batch_start_offset)]),
+                ),
+            )
+            .unwrap()
+        };
+        let (old, fresh) = (unfinished(UNFINISHED_AGE_MS + 60_000), unfinished(1_000));
+        for m in [&old, &fresh] {
+            h.metadata
+                .add_remote_log_segment_metadata(m.clone())
+                .unwrap();
+        }
+        consolidate_partition(&runtime, &h.rlm, &p, &build_root)
+            .await
+            .unwrap();
+        let states: BTreeMap<_, _> = h
+            .metadata
+            .list_remote_log_segments(&p.tier_id())
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.remote_log_segment_id().clone(), m.state()))
+            .collect();
+        // Deleted (the metadata manager forgets a finished delete).
+        check!(!states.contains_key(old.remote_log_segment_id()));
+        check!(
+            states.get(fresh.remote_log_segment_id())
+                == Some(&RemoteLogSegmentState::CopySegmentStarted)
+        );
         // DeleteRecords past the first segment: it is deleted.
         PartitionStorage::delete_records(p.as_ref(), 31)
             .await

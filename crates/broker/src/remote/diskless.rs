@@ -61,6 +61,40 @@ impl RemoteLogManager {
         self.finished_segments(tp)
     }
 
+    /// Finishes what a consolidator left unfinished in the partition's
+    /// metadata more than `age_ms` ago: a copy stuck in
+    /// `COPY_SEGMENT_STARTED` (its broker died mid-copy; nothing was
+    /// forgotten for it) is deleted, an interrupted delete is completed.
+    /// Answers how many it handled. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The tier's or the metadata manager's error.
+    pub(crate) fn clean_unfinished_diskless(
+        &self,
+        tp: &TopicIdPartition,
+        age_ms: i64,
+    ) -> Result<usize, RemoteStorageError> {
+        self.load_diskless(tp)?;
+        let before = super::now_ms().saturating_sub(age_ms);
+        let mut handled = 0;
+        for m in self.metadata.list_remote_log_segments(tp)? {
+            if m.event_timestamp_ms() > before {
+                continue;
+            }
+            match m.state() {
+                RemoteLogSegmentState::CopySegmentStarted => {
+                    tracing::info!(segment = %m.remote_log_segment_id(), "cleaning up an unfinished consolidation copy");
+                    self.delete_remote(&m, true)?;
+                }
+                RemoteLogSegmentState::DeleteSegmentStarted => self.delete_remote(&m, false)?,
+                _ => continue,
+            }
+            handled += 1;
+        }
+        Ok(handled)
+    }
+
     /// Deletes `segments` through the delete lifecycle. Blocking.
     ///
     /// # Errors
