@@ -42,6 +42,21 @@ def segments(broker, topic):
     return sorted(out)
 
 
+def settled_segments(broker, topic, at_least=3):
+    """The topic's segments once at least `at_least` are in the tier and
+    none has been added for 2 s (consolidation has caught up)."""
+    seen, since = None, time.time()
+    deadline = time.time() + 90
+    while True:
+        now = segments(broker, topic)
+        if now != seen:
+            seen, since = now, time.time()
+        elif len(now) >= at_least and time.time() - since >= 2:
+            return now
+        assert time.time() < deadline, "timed out waiting for consolidation to settle: %s" % now
+        time.sleep(0.2)
+
+
 def read_back(broker, topic, expected, offset=0):
     got = consume_confluent(broker.bootstrap, topic, len(expected), offset=offset, timeout=120)
     assert [m.offset() for m in got] == list(range(offset, offset + len(expected)))
@@ -49,10 +64,15 @@ def read_back(broker, topic, expected, offset=0):
 
 
 def produce(broker, topic, count, prefix, base_ms):
+    """Produces in six flushed parts, so the batches spread over several
+    objects whatever the machine's pace."""
     records = make_records(count, prefix)
     stamps = [base_ms + 10 * i for i in range(count)]
-    produce_confluent(broker.bootstrap, topic, records, timestamps=stamps,
-                      extra={"linger.ms": 0, "batch.num.messages": 50})
+    step = max(1, count // 6)
+    for start in range(0, count, step):
+        produce_confluent(broker.bootstrap, topic, records[start:start + step],
+                          timestamps=stamps[start:start + step],
+                          extra={"linger.ms": 0, "batch.num.messages": 50})
     return records, stamps
 
 
@@ -70,7 +90,7 @@ def test_cold_batches_become_segments_every_client_reads(broker_factory):
     change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
         ConfigEntry("segment.bytes", TOPIC_CONFIG["segment.bytes"], incremental_operation=AlterConfigOpType.SET)])
     a.incremental_alter_configs([change])[change].result(timeout=30)
-    wait_for(lambda: len(segments(broker, topic)) >= 3, timeout=90, what="consolidated segments in the tier")
+    settled_segments(broker, topic)
     # The objects that held only consolidated batches are deleted.
     wait_for(lambda: len(objects(broker)) < written, timeout=60, what="the cleaner to delete consolidated objects")
     assert watermarks(broker.bootstrap, topic) == (0, RECORDS)
@@ -108,8 +128,7 @@ def test_delete_records_retention_and_topic_deletion_delete_segments(broker_fact
     create_topic(broker.bootstrap, topic, config={**TOPIC_CONFIG, "retention.ms": "3600000"})
     base = int(time.time() * 1000) - 600_000
     records, _ = produce(broker, topic, RECORDS, "g", base)
-    wait_for(lambda: len(segments(broker, topic)) >= 3, timeout=90, what="consolidated segments in the tier")
-    before = len(segments(broker, topic))
+    before = len(settled_segments(broker, topic))
     # DeleteRecords past the first segments: they go.
     a = admin(broker.bootstrap)
     cut = RECORDS // 2
