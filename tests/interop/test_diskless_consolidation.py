@@ -8,7 +8,6 @@ consolidated part from the segments), ListOffsets by timestamp reaches
 into the segments, a restart and kill -9 change nothing, DeleteRecords and
 retention delete whole segments, and topic deletion empties the tier."""
 
-import os
 import subprocess
 import time
 import uuid
@@ -19,6 +18,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from conftest import kcat_path
 from helpers import admin, as_tuples, consume_confluent, create_topic, make_records, produce_confluent, wait_for
 from test_diskless import objects, watermarks
+from test_tiered import remote_logs as segments
 
 BROKER = {
     "diskless.commit.interval.ms": "20",
@@ -30,16 +30,6 @@ BROKER = {
 }
 TOPIC_CONFIG = {"diskless.enable": "true", "segment.bytes": "32768"}
 RECORDS = 3_000
-
-
-def segments(broker, topic):
-    """The `.log` files of the topic's partition 0 in the filesystem tier."""
-    root = os.path.join(broker.data_dir, "krabka-remote-tier")
-    out = []
-    for d in os.listdir(root) if os.path.isdir(root) else []:
-        if d.startswith(topic + "-0-"):
-            out += [f for f in os.listdir(os.path.join(root, d)) if f.endswith(".log")]
-    return sorted(out)
 
 
 def settled_segments(broker, topic, at_least=3):

@@ -166,15 +166,7 @@ async fn expire_segments(
         .iter()
         .filter(|m| m.end_offset() >= info.log_start_offset)
         .collect();
-    let remote: Vec<RemoteSegment> = live
-        .iter()
-        .map(|m| RemoteSegment {
-            start_offset: m.start_offset(),
-            end_offset: m.end_offset(),
-            size_bytes: u64::try_from(m.segment_size_in_bytes()).unwrap_or(0),
-            max_timestamp: m.max_timestamp_ms(),
-        })
-        .collect();
+    let remote: Vec<RemoteSegment> = live.iter().map(|m| RemoteSegment::of(m)).collect();
     let expired =
         policy::remote_segments_to_delete(&remote, info.byte_size, retention, super::now_ms());
     let mut info = info;
@@ -197,7 +189,7 @@ async fn expire_segments(
         .collect();
     if !doomed.is_empty() {
         let deleting = Arc::clone(rlm);
-        crate::blocking::run(move || deleting.delete_diskless_segments(&doomed))
+        crate::blocking::run(move || deleting.delete_segments(&doomed))
             .await
             .map_err(failed)??;
     }
@@ -352,7 +344,7 @@ async fn settle_refused(
     let forgotten = batch_start > copied.end_offset();
     let twin_wins = twins
         .iter()
-        .any(|t| t.remote_log_segment_id().id().to_string() < ours.id().to_string());
+        .any(|t| t.remote_log_segment_id().id() < ours.id());
     if forgotten && !twin_wins {
         tracing::info!(partition = ?p, start = copied.start_offset(), end = copied.end_offset(), "diskless consolidation refused, its segment kept");
         return Ok(());
@@ -360,7 +352,7 @@ async fn settle_refused(
     tracing::info!(partition = ?p, start = copied.start_offset(), end = copied.end_offset(), batch_start, "diskless consolidation refused (another broker was first), its segment deleted");
     let deleting = Arc::clone(rlm);
     let doomed = vec![copied.clone()];
-    crate::blocking::run(move || deleting.delete_diskless_segments(&doomed))
+    crate::blocking::run(move || deleting.delete_segments(&doomed))
         .await
         .map_err(failed)?
 }
@@ -636,9 +628,7 @@ mod tests {
             .iter()
             .any(|m| m.remote_log_segment_id() == racer.remote_log_segment_id());
         check!(
-            racer_kept
-                == (racer.remote_log_segment_id().id().to_string()
-                    < twin.remote_log_segment_id().id().to_string())
+            racer_kept == (racer.remote_log_segment_id().id() < twin.remote_log_segment_id().id())
         );
         check!(after.len() == tier.len() - usize::from(!racer_kept));
         check!(log_info(&runtime, &p).await.unwrap() == info);

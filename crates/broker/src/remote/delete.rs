@@ -425,7 +425,14 @@ impl RemoteLogManager {
         Ok(())
     }
 
-    fn delete_segments(
+    /// Deletes `segments` through the delete lifecycle (finishing deletes
+    /// already started). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The tier's or the metadata manager's error (the rest are left for
+    /// the next pass).
+    pub(crate) fn delete_segments(
         &self,
         segments: &[RemoteLogSegmentMetadata],
     ) -> Result<(), RemoteStorageError> {

@@ -95,23 +95,6 @@ impl RemoteLogManager {
         Ok(handled)
     }
 
-    /// Deletes `segments` through the delete lifecycle. Blocking.
-    ///
-    /// # Errors
-    ///
-    /// The tier's or the metadata manager's error (the rest are left for
-    /// the next pass).
-    pub(crate) fn delete_diskless_segments(
-        &self,
-        segments: &[RemoteLogSegmentMetadata],
-    ) -> Result<(), RemoteStorageError> {
-        for m in segments {
-            let started = m.state() == RemoteLogSegmentState::DeleteSegmentStarted;
-            self.delete_remote(m, !started)?;
-        }
-        Ok(())
-    }
-
     /// A fetch of consolidated offsets of a diskless partition: whole
     /// batches from `offset`, none at or past `upper`.
     ///

@@ -782,15 +782,7 @@ impl RemoteLogManager {
             .into_iter()
             .filter(|m| m.state() == RemoteLogSegmentState::CopySegmentFinished)
             .collect();
-        let remote: Vec<RemoteSegment> = finished
-            .iter()
-            .map(|m| RemoteSegment {
-                start_offset: m.start_offset(),
-                end_offset: m.end_offset(),
-                size_bytes: u64::try_from(m.segment_size_in_bytes()).unwrap_or(0),
-                max_timestamp: m.max_timestamp_ms(),
-            })
-            .collect();
+        let remote: Vec<RemoteSegment> = finished.iter().map(RemoteSegment::of).collect();
         let next = Self::next_to_copy(p);
         let local_only: u64 = p
             .local_log()

@@ -73,6 +73,19 @@ pub struct RemoteSegment {
     pub max_timestamp: i64,
 }
 
+impl RemoteSegment {
+    /// What the decisions need of a segment's remote metadata.
+    #[must_use]
+    pub fn of(m: &krabka_remote_storage::RemoteLogSegmentMetadata) -> Self {
+        Self {
+            start_offset: m.start_offset(),
+            end_offset: m.end_offset(),
+            size_bytes: u64::try_from(m.segment_size_in_bytes()).unwrap_or(0),
+            max_timestamp: m.max_timestamp_ms(),
+        }
+    }
+}
+
 /// How many of the oldest local segments local retention deletes: only
 /// closed segments whose every offset is in the remote tier (`end_offset <=
 /// next_to_copy`), oldest first, while the local log stays at or above
