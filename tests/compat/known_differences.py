@@ -9,7 +9,8 @@ that no longer differs.
 """
 
 TOPIC_CONFIGS = "issue 20 item 4: topic configs Kafka 4.x lists that Krabka neither implements nor reports"
-KIP_890 = "issue 20 item 7: transactions v2 (KIP-890) and the finalized features that announce it"
+FEATURES = ("by design: Krabka announces the features a client acts on (transaction.version, group.version); "
+            "Kafka also lists KRaft's metadata.version and kraft.version and features Krabka lacks")
 
 KNOWN = {
     # Topic configs (issue 20 item 4).
@@ -32,8 +33,7 @@ KNOWN = {
     # Kafka refuses a dynamic change of a read-only broker config with
     # INVALID_REQUEST, Krabka with INVALID_CONFIG.
     "configs.broker.dynamic_readonly": "small: INVALID_CONFIG where Kafka answers INVALID_REQUEST",
-    # Transactions v2 and features (issue 20 item 7).
-    "transactions.fenced": KIP_890,
-    "features.finalized": KIP_890,
-    "features.supported": KIP_890,
+    # Features (KIP-584).
+    "features.finalized": FEATURES,
+    "features.supported": FEATURES,
 }

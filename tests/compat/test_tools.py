@@ -310,6 +310,21 @@ def open_transaction(broker, topic, txn_id):
     return p
 
 
+def test_kafka_features_describe(target):
+    """`kafka-features describe` reads the finalized features: transaction.version 2
+    is what turns transactions v2 (KIP-890) on in Kafka 4 clients."""
+    _, broker = target
+    _, out, _ = tool_sub(broker, "FeatureCommand", "describe")
+    rows = {}
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+): (\S+)", line))
+        if "Feature" in fields:
+            rows[fields["Feature"]] = fields
+    assert rows["transaction.version"]["SupportedMaxVersion"] == "2", out
+    assert rows["transaction.version"]["FinalizedVersionLevel"] == "2", out
+    assert rows["group.version"]["FinalizedVersionLevel"] == "1", out
+
+
 def test_kafka_transactions(target):
     _, broker = target
     topic, txn_id = unique("txn"), unique("txn-id")

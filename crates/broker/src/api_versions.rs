@@ -240,12 +240,12 @@ pub const APIS: &[Api] = &[
     api!(group ConsumerGroupDescribe, 0..=1, InOrder),
     // The transaction coordinator (crate::coordinator::txn::wire).
     // AddPartitionsToTxn v0–3 is the client form, v4–5 the batched form with
-    // verify-only; EndTxn and TxnOffsetCommit stop at v4 (v5 is KIP-890's
-    // transaction version 2).
+    // verify-only; EndTxn v5 and TxnOffsetCommit v5 are KIP-890's
+    // transactions v2.
     api!(txn AddPartitionsToTxn, 0..=5, InOrder),
     api!(txn AddOffsetsToTxn, 0..=4, InOrder),
-    api!(txn EndTxn, 0..=4, InOrder),
-    api!(txn TxnOffsetCommit, 0..=4, InOrder),
+    api!(txn EndTxn, 0..=5, InOrder),
+    api!(txn TxnOffsetCommit, 0..=5, InOrder),
     api!(txn DescribeTransactions, 0..=0, InOrder),
     api!(txn ListTransactions, 0..=2, InOrder),
     api!(txn DescribeProducers, 0..=0, InOrder),
@@ -292,12 +292,69 @@ pub fn must_run_in_order(api: ApiKey) -> bool {
     lookup(api).is_none_or(|row| row.order == Order::InOrder)
 }
 
+/// The features (KIP-584) this broker announces in ApiVersions v3+: the
+/// range of each it implements and the level it has finalized. Only the
+/// features a client acts on are announced: `transaction.version`
+/// (transactions v2, [`crate::coordinator::txn::version`]) and
+/// `group.version` (level 1: the consumer group protocol of KIP-848).
+/// Kafka's others describe its KRaft metadata log or what Krabka lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// The finalized `transaction.version` level
+    /// (`krabka.transaction.version`).
+    pub transaction_version: i16,
+}
+
+/// The epoch of the finalized features. Kafka counts metadata changes
+/// here; a client only compares it across brokers, and the levels change
+/// only with a restart.
+pub const FINALIZED_FEATURES_EPOCH: i64 = 1;
+
+/// The consumer group protocol's feature (level 1: KIP-848 groups).
+pub const GROUP_VERSION_FEATURE: &str = "group.version";
+
+impl Features {
+    fn describe(self, response: &mut ApiVersionsResponse) {
+        use {
+            crate::coordinator::txn::version,
+            kafka_protocol::messages::api_versions_response::{
+                FinalizedFeatureKey, SupportedFeatureKey,
+            },
+        };
+        let features = [
+            (GROUP_VERSION_FEATURE, 1, 1),
+            (
+                version::FEATURE,
+                version::MAX_LEVEL,
+                self.transaction_version,
+            ),
+        ];
+        for (name, max, level) in features {
+            let mut supported = SupportedFeatureKey::default();
+            supported.name = name.into();
+            supported.min_version = 0;
+            supported.max_version = max;
+            response.supported_features.push(supported);
+            // Kafka lists a feature once it is finalized above level 0.
+            if level > 0 {
+                let mut finalized = FinalizedFeatureKey::default();
+                finalized.name = name.into();
+                finalized.min_version_level = level;
+                finalized.max_version_level = level;
+                response.finalized_features.push(finalized);
+            }
+        }
+        response.finalized_features_epoch = FINALIZED_FEATURES_EPOCH;
+    }
+}
+
 /// The `ApiVersions` answer with `error_code` (0, or 35 UNSUPPORTED_VERSION)
 /// for a broker serving `served`.
 #[must_use]
-pub fn response(error_code: i16, served: Served) -> ApiVersionsResponse {
+pub fn response(error_code: i16, served: Served, features: Features) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
     response.error_code = error_code;
+    features.describe(&mut response);
     response.api_keys = APIS
         .iter()
         .map(|row| {
@@ -319,6 +376,38 @@ pub fn response(error_code: i16, served: Served) -> ApiVersionsResponse {
 mod tests {
     use {super::*, assert2::check, std::collections::BTreeSet};
 
+    const FEATURES: Features = Features {
+        transaction_version: 2,
+    };
+
+    #[test]
+    fn transaction_version_is_announced_as_finalized() {
+        let r = response(0, Served::Kafka4, FEATURES);
+        let supported: Vec<_> = r
+            .supported_features
+            .iter()
+            .map(|f| (f.name.as_str(), f.min_version, f.max_version))
+            .collect();
+        check!(supported == vec![("group.version", 0, 1), ("transaction.version", 0, 2)]);
+        let finalized: Vec<_> = r
+            .finalized_features
+            .iter()
+            .map(|f| (f.name.as_str(), f.min_version_level, f.max_version_level))
+            .collect();
+        check!(finalized == vec![("group.version", 1, 1), ("transaction.version", 2, 2)]);
+        check!(r.finalized_features_epoch >= 0);
+        // Level 0 is not listed as finalized, as on Kafka.
+        let off = response(
+            0,
+            Served::Kafka4,
+            Features {
+                transaction_version: 0,
+            },
+        );
+        check!(off.finalized_features.len() == 1);
+        check!(off.supported_features.len() == 2);
+    }
+
     #[test]
     fn ranges_are_within_what_kafka_protocol_decodes() {
         for row in APIS {
@@ -337,7 +426,7 @@ mod tests {
 
     #[test]
     fn advertises_exactly_the_table() {
-        let r = response(0, Served::Kafka4);
+        let r = response(0, Served::Kafka4, FEATURES);
         check!(r.api_keys.len() == APIS.len());
         for (advertised, row) in r.api_keys.iter().zip(APIS) {
             check!(advertised.api_key == row.key as i16);
@@ -358,7 +447,7 @@ mod tests {
 
     #[test]
     fn produce_is_advertised_from_v0_but_served_from_v3() {
-        let r = response(0, Served::Kafka4);
+        let r = response(0, Served::Kafka4, FEATURES);
         let produce = r
             .api_keys
             .iter()
@@ -413,8 +502,8 @@ mod tests {
                     (ApiKey::ConsumerGroupDescribe, 0, 1),
                     (ApiKey::AddPartitionsToTxn, 0, 5),
                     (ApiKey::AddOffsetsToTxn, 0, 4),
-                    (ApiKey::EndTxn, 0, 4),
-                    (ApiKey::TxnOffsetCommit, 0, 4),
+                    (ApiKey::EndTxn, 0, 5),
+                    (ApiKey::TxnOffsetCommit, 0, 5),
                     (ApiKey::DescribeTransactions, 0, 0),
                     (ApiKey::ListTransactions, 0, 2),
                     (ApiKey::DescribeProducers, 0, 0),
@@ -473,7 +562,7 @@ mod tests {
         let metadata = lookup(ApiKey::Metadata).unwrap();
         check!(metadata.min_served(Served::WithLegacy) == 0);
         let advertised = |served| -> Vec<(i16, i16, i16)> {
-            response(0, served)
+            response(0, served, FEATURES)
                 .api_keys
                 .iter()
                 .map(|k| (k.api_key, k.min_version, k.max_version))

@@ -42,6 +42,9 @@ pub struct Broker {
     /// This broker's membership of a cluster (`krabka.cluster.database.url`),
     /// set once at startup; unset on a single node.
     pub cluster: std::sync::OnceLock<std::sync::Arc<crate::cluster::ClusterNode>>,
+    /// The client of this broker's calls to its peers (transaction markers,
+    /// partitions added to another broker's transaction), made on first use.
+    peers: std::sync::OnceLock<std::sync::Arc<crate::cluster::markers::MarkerClient>>,
     /// The port the listener actually bound (differs from the configured one
     /// when that is 0).
     bound_port: AtomicU16,
@@ -151,6 +154,7 @@ impl Broker {
             txns: std::sync::OnceLock::new(),
             security,
             cluster: std::sync::OnceLock::new(),
+            peers: std::sync::OnceLock::new(),
             bound_port: AtomicU16::new(port),
             shutdown: watch::channel(false).0,
             log_dir,
@@ -168,6 +172,24 @@ impl Broker {
     #[must_use]
     pub fn served(&self) -> crate::api_versions::Served {
         crate::api_versions::Served::from_setting(self.config.legacy_protocol)
+    }
+
+    /// The client of this broker's calls to its peers over their
+    /// inter-broker listener (one connection per peer, shared).
+    #[must_use]
+    pub fn peers(&self) -> std::sync::Arc<crate::cluster::markers::MarkerClient> {
+        std::sync::Arc::clone(self.peers.get_or_init(|| {
+            std::sync::Arc::new(crate::cluster::markers::MarkerClient::for_broker(self))
+        }))
+    }
+
+    /// The features this broker announces in ApiVersions
+    /// (`krabka.transaction.version`).
+    #[must_use]
+    pub fn features(&self) -> crate::api_versions::Features {
+        crate::api_versions::Features {
+            transaction_version: self.config.transaction_version,
+        }
     }
 
     /// A receiver that becomes `true` when shutdown begins.

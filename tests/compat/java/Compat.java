@@ -761,6 +761,8 @@ public class Compat {
                 if (commit[n]) producer.commitTransaction();
                 else producer.abortTransaction();
             }
+            // Transactions v2 (KIP-890) bump the epoch at every end: 3 here; v1 keeps 0.
+            put("epoch_after_three", admin.describeTransactions(List.of(id)).all().get().get(id).producerEpoch());
             List<ConsumerRecord<byte[], byte[]>> committed = readAll(List.of(tp), "read_committed");
             List<ConsumerRecord<byte[], byte[]>> all = readAll(List.of(tp), "read_uncommitted");
             put("read_committed", offsetsOf(committed, 0));

@@ -71,7 +71,9 @@ pub enum MarkerRoute {
 /// Says where each partition's marker goes.
 pub type MarkerRouter = Arc<dyn Fn(&TopicPartition) -> MarkerRoute + Send + Sync>;
 
-/// Sends WriteTxnMarkers to other brokers, one connection per broker.
+/// Sends the transaction coordinators' requests to other brokers —
+/// WriteTxnMarkers, and AddPartitionsToTxn for transactions v2 — one
+/// connection per broker.
 pub struct MarkerClient {
     config: ConnectionConfig,
     /// Why remote markers cannot be sent at all (an inter-broker listener
@@ -135,24 +137,43 @@ impl MarkerClient {
         client
     }
 
-    /// Sends `request` to broker `node` at the first entry of `listeners`
-    /// and returns its answer; a broken or timed-out connection is dropped,
-    /// so the next call opens a new one.
+    /// Sends WriteTxnMarkers `request` to broker `node` at the first entry
+    /// of `listeners` and returns its answer (see [`Self::call`]).
     ///
     /// # Errors
     ///
-    /// A message when the listeners do not parse, the inter-broker listener
-    /// cannot be dialled, the connection fails or times out, or the peer
-    /// does not serve WriteTxnMarkers v1.
+    /// As [`Self::call`].
     pub async fn send(
         &self,
         node: BrokerId,
         listeners: &str,
         request: &WriteTxnMarkersRequest,
     ) -> Result<WriteTxnMarkersResponse, String> {
+        self.call(node, listeners, request, WRITE_TXN_MARKERS_VERSION)
+            .await
+    }
+
+    /// Sends `request` at `version` to broker `node` at the first entry of
+    /// `listeners` and returns its answer — the coordinators' calls to
+    /// their peers (WriteTxnMarkers, AddPartitionsToTxn). A broken or
+    /// timed-out connection is dropped, so the next call opens a new one.
+    ///
+    /// # Errors
+    ///
+    /// A message when the listeners do not parse, the inter-broker listener
+    /// cannot be dialled, the connection fails or times out, or the peer
+    /// does not serve the API at `version`.
+    pub async fn call<R: kafka_protocol::protocol::Request>(
+        &self,
+        node: BrokerId,
+        listeners: &str,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, String> {
         if let Some(reason) = &self.unusable {
             return Err(reason.clone());
         }
+        let api = ApiKey::try_from(R::KEY).map_err(|()| format!("unknown API key {}", R::KEY))?;
         let (host, port) = crate::cluster::listener_address(listeners)
             .ok_or_else(|| format!("broker {node} registered no usable listener ({listeners})"))?;
         let addr = format!("{host}:{port}");
@@ -162,24 +183,24 @@ impl MarkerClient {
             let connection = self.connection(node, &addr).await?;
             let served = connection
                 .versions()
-                .broker_range(ApiKey::WriteTxnMarkers)
-                .is_some_and(|r| (r.min..=r.max).contains(&WRITE_TXN_MARKERS_VERSION));
+                .broker_range(api)
+                .is_some_and(|r| (r.min..=r.max).contains(&version));
             if !served {
                 return Err(format!(
-                    "broker {node} at {addr} does not serve WriteTxnMarkers v{WRITE_TXN_MARKERS_VERSION}"
+                    "broker {node} at {addr} does not serve {api:?} v{version}"
                 ));
             }
             connection
-                .send_version(request, WRITE_TXN_MARKERS_VERSION)
+                .send_version(request, version)
                 .await
-                .map_err(|e| self.broken(node, &e))
+                .map_err(|e| self.broken(node, api, &e))
         };
         match tokio::time::timeout(deadline, exchange).await {
             Ok(answer) => answer,
             Err(_) => {
                 self.forget(node);
                 Err(format!(
-                    "WriteTxnMarkers to broker {node} at {addr} timed out after {deadline:?}"
+                    "{api:?} to broker {node} at {addr} timed out after {deadline:?}"
                 ))
             }
         }
@@ -207,9 +228,9 @@ impl MarkerClient {
         Ok(connection)
     }
 
-    fn broken(&self, node: BrokerId, error: &ClientError) -> String {
+    fn broken(&self, node: BrokerId, api: ApiKey, error: &ClientError) -> String {
         self.forget(node);
-        format!("WriteTxnMarkers to broker {node}: {error}")
+        format!("{api:?} to broker {node}: {error}")
     }
 
     fn forget(&self, node: BrokerId) {

@@ -20,6 +20,7 @@ pub mod remote_log_metadata;
 pub mod security;
 pub mod settings;
 pub mod topics;
+pub mod txn_partitions;
 
 use {
     crate::error::BrokerError,

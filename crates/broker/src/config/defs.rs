@@ -1538,6 +1538,13 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "Refuse transactional records for a partition not added to the open transaction.",
     ),
     broker(
+        "krabka.transaction.version",
+        Some("2"),
+        ConfigKind::Int { min: 0, max: 2 },
+        false,
+        "The transaction.version feature level the broker finalizes in ApiVersions (what kafka-features sets on Kafka): 2 lets Kafka 4 clients use transactions v2 (KIP-890: an epoch bump per transaction, partitions added by Produce and TxnOffsetCommit); 0 or 1 keep them on v1.",
+    ),
+    broker(
         "producer.id.expiration.ms",
         Some("86400000"),
         ConfigKind::Int {

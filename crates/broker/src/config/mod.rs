@@ -159,6 +159,9 @@ pub struct BrokerConfig {
     /// `krabka.legacy.protocol.enable`: also serve the request versions
     /// Kafka 4 removed (KIP-896), see [`crate::network::legacy`].
     pub legacy_protocol: bool,
+    /// `krabka.transaction.version`: the `transaction.version` feature
+    /// level announced in ApiVersions.
+    pub transaction_version: i16,
     /// The connection and request budgets (`max.connections`, ...).
     pub connections: ConnectionSettings,
     /// `log.retention.check.interval.ms`.
@@ -312,6 +315,9 @@ impl BrokerConfig {
             delete_topic_enable: value("delete.topic.enable").eq_ignore_ascii_case("true"),
             socket_request_max_bytes,
             legacy_protocol: value("krabka.legacy.protocol.enable").eq_ignore_ascii_case("true"),
+            transaction_version: i16::try_from(int("krabka.transaction.version")?).map_err(
+                |_| BrokerError::Config("krabka.transaction.version out of range".into()),
+            )?,
             connections,
             retention_check_interval_ms: to_u64("log.retention.check.interval.ms")?,
             cleaner_enable: value("log.cleaner.enable").eq_ignore_ascii_case("true"),

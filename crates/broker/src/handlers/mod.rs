@@ -64,7 +64,10 @@ pub enum Queued<F> {
 /// the order of its batches. Any other request is handed back for
 /// [`handle`], and so is an acks=0 Produce: its failure closes the
 /// connection, so nothing read after it may be appended first.
-pub fn queue_produce(
+///
+/// A transactional Produce v12+ first adds its partitions to the open
+/// transaction (transactions v2), which is the one wait before the queueing.
+pub async fn queue_produce(
     broker: &Arc<Broker>,
     mut request: DecodedRequest,
 ) -> Queued<impl Future<Output = Reply> + Send + 'static + use<>> {
@@ -80,7 +83,15 @@ pub fn queue_produce(
     let acks = r.acks;
     let (queued, answered, accepted) = match checked {
         Ok(fixup) => {
-            let mut queued = produce::queue_produce(broker, version, client_id(&request.header), r);
+            let refused =
+                crate::coordinator::txn::wire::add_produced_partitions(broker, version, &r).await;
+            let mut queued = produce::queue_produce(
+                broker,
+                version,
+                client_id(&request.header),
+                r,
+                refused.as_ref(),
+            );
             let accepted = queued.take_accepted();
             (Some((queued, fixup)), None, accepted)
         }
@@ -149,13 +160,17 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
             api_key,
             version,
             correlation_id,
-            &api_versions::response(0, broker.served()),
+            &api_versions::response(0, broker.served(), broker.features()),
         ),
         Request::ApiVersionsUnsupported => encode_response(
             ApiKey::ApiVersions,
             0,
             correlation_id,
-            &api_versions::response(ResponseError::UnsupportedVersion.code(), broker.served()),
+            &api_versions::response(
+                ResponseError::UnsupportedVersion.code(),
+                broker.served(),
+                broker.features(),
+            ),
         ),
         Request::Metadata(r) => encode_response(
             api_key,
@@ -165,7 +180,10 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
         ),
         Request::Produce(r) => {
             let acks = r.acks;
-            let queued = produce::queue_produce(broker, version, client_id(&header), r);
+            let refused =
+                crate::coordinator::txn::wire::add_produced_partitions(broker, version, &r).await;
+            let queued =
+                produce::queue_produce(broker, version, client_id(&header), r, refused.as_ref());
             return produce_reply(version, correlation_id, acks, fixup, queued.answer().await);
         }
         Request::Fetch(r) => {

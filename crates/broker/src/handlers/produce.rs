@@ -104,6 +104,7 @@ pub fn queue_produce(
     version: i16,
     client_id: &str,
     request: ProduceRequest,
+    txn_refused: Option<&(i16, String)>,
 ) -> QueuedProduce {
     let by_id = version >= 13;
     let transactional = request
@@ -168,6 +169,7 @@ pub fn queue_produce(
                         &m.name,
                         data.index,
                         data.records.as_ref(),
+                        txn_refused,
                     )
                 })
             {

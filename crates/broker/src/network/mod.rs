@@ -487,7 +487,7 @@ async fn connection<R, W>(
         } else {
             None
         };
-        let request = match handlers::queue_produce(&broker, request) {
+        let request = match handlers::queue_produce(&broker, request).await {
             handlers::Queued::Produce(answer, accepted) => {
                 // With a diskless partition the read-ahead goes back once
                 // the partitions hold the batches (its commit, the answer,

@@ -181,7 +181,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<TransactionCoordinator>, 
             Arc::new(move |partition: &TopicPartition| {
                 crate::cluster::coordinators::marker_route(&node, partition)
             }),
-            Arc::new(crate::cluster::markers::MarkerClient::for_broker(broker)),
+            broker.peers(),
             runtime.clone(),
         ));
         TransactionCoordinator::by_lease(

@@ -4,7 +4,10 @@
 //! The broker's settings table (`config::defs`) validates each value at
 //! startup; [`TxnConfig::from_broker`] only reads them.
 
-use crate::config::BrokerConfig;
+use {
+    super::version::{self, TransactionVersion},
+    crate::config::BrokerConfig,
+};
 
 /// Everything the transaction coordinator can be told.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +34,9 @@ pub struct TxnConfig {
     pub producer_id_expiration_ms: u64,
     /// `producer.id.expiration.check.interval.ms`.
     pub producer_id_expiration_check_interval_ms: u64,
+    /// `krabka.transaction.version`: the `transaction.version` level
+    /// announced in ApiVersions.
+    pub version: TransactionVersion,
 }
 
 impl Default for TxnConfig {
@@ -46,6 +52,7 @@ impl Default for TxnConfig {
             partition_verification: true,
             producer_id_expiration_ms: 86_400_000,
             producer_id_expiration_check_interval_ms: 600_000,
+            version: TransactionVersion(version::MAX_LEVEL),
         }
     }
 }
@@ -98,6 +105,10 @@ impl TxnConfig {
                 "producer.id.expiration.check.interval.ms",
                 d.producer_id_expiration_check_interval_ms,
             ),
+            version: get("krabka.transaction.version")
+                .and_then(|v| i16::try_from(v).ok())
+                .filter(|v| (0..=version::MAX_LEVEL).contains(v))
+                .map_or(d.version, TransactionVersion),
         }
     }
 }
@@ -142,6 +153,7 @@ mod tests {
                 ("transaction.partition.verification.enable", "false"),
                 ("producer.id.expiration.ms", "5000"),
                 ("producer.id.expiration.check.interval.ms", "400"),
+                ("krabka.transaction.version", "1"),
             ])
             .unwrap(),
         );
@@ -156,6 +168,7 @@ mod tests {
                 partition_verification: false,
                 producer_id_expiration_ms: 5000,
                 producer_id_expiration_check_interval_ms: 400,
+                version: TransactionVersion(1),
             }
         );
     }
@@ -179,6 +192,7 @@ mod tests {
             ("transaction.partition.verification.enable", "maybe"),
             ("producer.id.expiration.ms", "0"),
             ("producer.id.expiration.check.interval.ms", "0"),
+            ("krabka.transaction.version", "3"),
         ] {
             let err = config(&[(name, value)]).unwrap_err().to_string();
             check!(err.contains(name), "{name}={value}: {err}");

@@ -29,6 +29,7 @@ use {
         state::{
             Completion, EndStep, InitStep, TopicPartition, Transition, TxnManager, TxnMetadata,
         },
+        version::TransactionVersion,
     },
     crate::coordinator::{
         group::partitioner,
@@ -464,40 +465,20 @@ impl TransactionCoordinator {
         timeout_ms: i32,
         expected: Option<(ProducerId, ProducerEpoch)>,
     ) -> Result<(ProducerId, ProducerEpoch), TxnError> {
-        let ids = Arc::clone(&self.ids);
-        // Ids are taken under the state lock, so only without blocking; a
-        // used-up block is refilled (a registry write and fsync) after the
-        // lock is dropped, and the step is tried again.
-        let used_up = std::cell::Cell::new(false);
-        let mut allocate = || match ids.try_allocate() {
-            Ok(Some(id)) => Ok(id),
-            Ok(None) => {
-                used_up.set(true);
-                Err(TxnError::Storage("the producer id block is used up".into()))
-            }
-            Err(e) => Err(e),
-        };
         // At most two rounds: abort the open transaction, then bump again.
         let mut expected = expected;
         for _ in 0..2 {
             let abort = {
                 let _writer = self.writer(transactional_id);
-                let step = loop {
-                    used_up.set(false);
-                    // Bound first: the state lock's guard must be gone
-                    // before a refill writes.
-                    let attempt = self.lock().init_producer_id(
+                let step = self.with_ids(|state, allocate| {
+                    state.init_producer_id(
                         transactional_id,
                         timeout_ms,
                         expected,
                         self.clock.now_ms(),
-                        &mut allocate,
-                    );
-                    match attempt {
-                        Err(_) if used_up.get() => self.ids.refill()?,
-                        other => break other?,
-                    }
-                };
+                        allocate,
+                    )
+                })?;
                 match step {
                     InitStep::Ready(transition) => {
                         let answer = (transition.next.producer_id, transition.next.producer_epoch);
@@ -535,27 +516,99 @@ impl TransactionCoordinator {
         producer_epoch: ProducerEpoch,
         commit: bool,
     ) -> Result<(), TxnError> {
-        let completion = {
+        self.end_transaction(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            commit,
+            TransactionVersion::V0,
+        )
+        .map(|_| ())
+    }
+
+    /// EndTxn of a client following `version`: as [`Self::end_txn`], and
+    /// under transactions v2 with the epoch bumped
+    /// ([`TxnManager::end_txn_bumping`]). Returns the producer id and
+    /// epoch the client holds next.
+    ///
+    /// # Errors
+    ///
+    /// See [`TxnManager::end_txn`] and [`TxnManager::end_txn_bumping`];
+    /// [`TxnError::NotCoordinator`] when the prepare could not be written.
+    pub fn end_transaction(
+        &self,
+        transactional_id: &str,
+        producer_id: ProducerId,
+        producer_epoch: ProducerEpoch,
+        commit: bool,
+        version: TransactionVersion,
+    ) -> Result<(ProducerId, ProducerEpoch), TxnError> {
+        let (completion, answer) = {
             let _writer = self.writer(transactional_id);
-            let step = self.lock().end_txn(
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                commit,
-                self.clock.now_ms(),
-            )?;
+            let step = self.with_ids(|state, allocate| {
+                let now = self.clock.now_ms();
+                if version.bumps_epoch() {
+                    state.end_txn_bumping(
+                        transactional_id,
+                        producer_id,
+                        producer_epoch,
+                        commit,
+                        now,
+                        allocate,
+                    )
+                } else {
+                    state.end_txn(transactional_id, producer_id, producer_epoch, commit, now)
+                }
+            })?;
             match step {
-                EndStep::AlreadyDone => return Ok(()),
+                EndStep::AlreadyDone => {
+                    let current = self
+                        .lock()
+                        .get(transactional_id)
+                        .map(TxnMetadata::client_view);
+                    return Ok(current.unwrap_or((producer_id, producer_epoch)));
+                }
                 EndStep::Prepare(transition, completion) => {
+                    let answer = transition.next.client_view();
                     self.persist_and_apply(transition)?;
-                    completion
+                    (completion, answer)
                 }
             }
         };
         // Kafka answers once the prepare is durable; failed markers are
         // retried by `tick`, so the answer is success either way.
         self.write_markers(&completion);
-        Ok(())
+        Ok(answer)
+    }
+
+    /// Runs a state machine `step` with a producer id allocator that never
+    /// blocks under the state lock: a used-up block is refilled (a registry
+    /// write and fsync) once the lock is dropped, and the step runs again.
+    fn with_ids<T>(
+        &self,
+        mut step: impl FnMut(
+            &TxnManager,
+            &mut dyn FnMut() -> Result<ProducerId, TxnError>,
+        ) -> Result<T, TxnError>,
+    ) -> Result<T, TxnError> {
+        loop {
+            let used_up = std::cell::Cell::new(false);
+            let mut allocate = || match self.ids.try_allocate() {
+                Ok(Some(id)) => Ok(id),
+                Ok(None) => {
+                    used_up.set(true);
+                    Err(TxnError::Storage("the producer id block is used up".into()))
+                }
+                Err(e) => Err(e),
+            };
+            // Bound first: the state lock's guard must be gone before a
+            // refill writes.
+            let attempt = step(&self.lock(), &mut allocate);
+            match attempt {
+                Err(_) if used_up.get() => self.ids.refill()?,
+                other => return other,
+            }
+        }
     }
 
     /// Adds partitions to the open transaction (persisted before the answer).
@@ -967,13 +1020,20 @@ impl TransactionCoordinator {
         let mut response = EndTxnResponse::default();
         response.producer_id = kafka_protocol::messages::ProducerId(-1);
         response.producer_epoch = -1;
-        if let Err(e) = self.end_txn(
+        match self.end_transaction(
             request.transactional_id.0.as_str(),
             ProducerId(request.producer_id.0),
             ProducerEpoch(request.producer_epoch),
             request.committed,
+            TransactionVersion::of_end_txn(version),
         ) {
-            response.error_code = e.code_for(version, 2);
+            // v5 tells the client the epoch it holds next.
+            Ok((pid, epoch)) if version >= 5 => {
+                response.producer_id = kafka_protocol::messages::ProducerId(pid.0);
+                response.producer_epoch = epoch.0;
+            }
+            Ok(_) => {}
+            Err(e) => response.error_code = e.code_for(version, 2),
         }
         response
     }

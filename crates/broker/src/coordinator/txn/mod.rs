@@ -22,7 +22,8 @@
 //!   coordinator, and the produce path's check;
 //! * [`producers`] — DescribeProducers and producer-id expiry over the
 //!   partitions' producer state;
-//! * [`config`] — the `transaction.*` settings.
+//! * [`config`] — the `transaction.*` settings;
+//! * [`version`] — the `transaction.version` feature (KIP-890).
 //!
 //! TxnOffsetCommit is the group coordinator's: it writes the offsets to the
 //! group's `__consumer_offsets` partition as a transactional batch under the
@@ -30,8 +31,10 @@
 //! there makes them visible (ABORT drops them) — Kafka's design, so offsets
 //! of a transaction that was preparing at a crash still commit after it.
 //!
-//! Not here: KIP-890's transaction version 2 (EndTxn v5, the epoch bump per
-//! transaction) and ListTransactions v2's id pattern.
+//! Transactions version 2 (KIP-890 part 2: an epoch bump per transaction,
+//! partitions added by Produce and TxnOffsetCommit) is the client's choice
+//! per request; [`version`] says what it changes and which level the
+//! broker announces.
 
 pub mod broker_log;
 pub mod config;
@@ -42,6 +45,7 @@ pub mod log;
 pub mod producers;
 pub mod records;
 pub mod state;
+pub mod version;
 pub mod wire;
 
 #[cfg(test)]
@@ -50,12 +54,15 @@ mod restart_tests;
 pub(crate) mod test_client;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transactions_v2_tests;
 
 pub use config::TxnConfig;
 pub use coordinator::{MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator};
 pub use error::TxnError;
 pub use log::{InMemoryTxnStateLog, TxnStateLog};
 pub use state::{Completion, TopicPartition, Transition, TxnManager, TxnMetadata, TxnState};
+pub use version::TransactionVersion;
 
 /// The internal topic the coordinator persists to.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";

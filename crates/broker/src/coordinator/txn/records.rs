@@ -12,10 +12,10 @@
 //!   producer id, 2 client transaction version).
 //!
 //! Kafka 3.x (and 4.x at `transaction.version` 0) writes version 0; 4.x at
-//! transaction version 1 or 2 writes version 1. This coordinator implements
-//! transaction version 0/1 semantics (no per-transaction epoch bump) and
-//! writes version 0; it reads both. A tombstone (null value) removes an
-//! expired transactional id.
+//! transaction version 1 or 2 writes version 1. This coordinator writes
+//! version 0 for a transaction that needs none of the tagged fields and
+//! version 1 for one that does (transactions v2); it reads both. A
+//! tombstone (null value) removes an expired transactional id.
 
 use {
     super::state::{TopicPartition, TxnState},
@@ -29,7 +29,8 @@ use {
 
 /// The record type (key version) of `TransactionLogKey`.
 pub const TRANSACTION_LOG_KEY_TYPE: i16 = 0;
-/// The value version this coordinator writes (Kafka's transaction version 0).
+/// The value version this coordinator writes when no tagged field is set
+/// (Kafka's transaction version 0).
 pub const VALUE_VERSION: i16 = 0;
 
 /// Why a `__transaction_state` record could not be read.
@@ -114,10 +115,14 @@ pub struct TransactionLogValue {
 }
 
 impl TransactionLogValue {
-    /// Encodes the value at [`VALUE_VERSION`].
+    /// Encodes the value at [`VALUE_VERSION`], or at the flexible version 1
+    /// when a tagged field is set (version 0 has no room for them).
     #[must_use]
     pub fn encode(&self) -> Bytes {
-        self.encode_version(VALUE_VERSION)
+        let tagged = self.previous_producer_id != -1
+            || self.next_producer_id != -1
+            || self.client_transaction_version != 0;
+        self.encode_version(if tagged { 1 } else { VALUE_VERSION })
     }
 
     /// Encodes the value at `version` (0 or 1; anything above 0 is written

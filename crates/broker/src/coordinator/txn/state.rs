@@ -16,8 +16,10 @@
 //! three apart lets the state machine be tested exhaustively without a log,
 //! and keeps the coordinator's lock off the disk.
 
+mod epoch_bump;
+
 use {
-    super::{error::TxnError, records::TransactionLogValue},
+    super::{error::TxnError, records::TransactionLogValue, version::TransactionVersion},
     krabka_ids::{ProducerEpoch, ProducerId},
     std::collections::{BTreeSet, HashMap},
 };
@@ -151,6 +153,15 @@ pub struct TxnMetadata {
     /// once anyone else took the id over. In memory only, as on Kafka
     /// before KIP-890: after a restart such a retry is fenced.
     bumped_from: Option<(ProducerId, ProducerEpoch)>,
+    /// The transaction version of the last EndTxn (KIP-890).
+    pub client_version: TransactionVersion,
+    /// The producer id held before the last one (transactions v2 move to a
+    /// fresh id when the epoch is exhausted), so a retried EndTxn of the
+    /// old id is recognised.
+    pub previous_producer_id: Option<ProducerId>,
+    /// The producer id to move to once the completing transaction's
+    /// markers are out (transactions v2, epoch exhausted).
+    pub next_producer_id: Option<ProducerId>,
 }
 
 impl TxnMetadata {
@@ -169,9 +180,9 @@ impl TxnMetadata {
             },
             last_update_ms: self.last_update_ms,
             start_ms: self.txn_start_ms,
-            previous_producer_id: -1,
-            next_producer_id: -1,
-            client_transaction_version: 0,
+            previous_producer_id: self.previous_producer_id.map_or(-1, |id| id.0),
+            next_producer_id: self.next_producer_id.map_or(-1, |id| id.0),
+            client_transaction_version: self.client_version.0,
         }
     }
 
@@ -189,6 +200,22 @@ impl TxnMetadata {
             last_update_ms: value.last_update_ms,
             markers_in_flight: false,
             bumped_from: None,
+            client_version: TransactionVersion(value.client_transaction_version),
+            previous_producer_id: (value.previous_producer_id >= 0)
+                .then_some(ProducerId(value.previous_producer_id)),
+            next_producer_id: (value.next_producer_id >= 0)
+                .then_some(ProducerId(value.next_producer_id)),
+        }
+    }
+
+    /// The producer id and epoch the client holds once this metadata is
+    /// durable: a transactions v2 completion that moves to a fresh producer
+    /// id answers with that id at epoch 0.
+    #[must_use]
+    pub fn client_view(&self) -> (ProducerId, ProducerEpoch) {
+        match self.next_producer_id {
+            Some(next) => (next, ProducerEpoch(0)),
+            None => (self.producer_id, self.producer_epoch),
         }
     }
 
@@ -242,6 +269,8 @@ pub enum InitStep {
 
 /// What an EndTxn call needs next.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Built and matched at once, never stored: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum EndStep {
     /// Nothing to do: the same EndTxn already completed (a retry).
     AlreadyDone,
@@ -373,6 +402,9 @@ impl TxnManager {
                 last_update_ms: now_ms,
                 markers_in_flight: false,
                 bumped_from: None,
+                client_version: TransactionVersion::V0,
+                previous_producer_id: None,
+                next_producer_id: None,
             })));
         };
         let holder = (current.producer_id, current.producer_epoch);
@@ -593,6 +625,12 @@ impl TxnManager {
         };
         // Kafka keeps the start time of the completed transaction.
         next.partitions.clear();
+        // Transactions v2 with the epoch exhausted: the producer moves on.
+        if let Some(fresh) = next.next_producer_id.take() {
+            next.previous_producer_id = Some(next.producer_id);
+            next.producer_id = fresh;
+            next.producer_epoch = ProducerEpoch(0);
+        }
         next.last_update_ms = now_ms;
         next.markers_in_flight = false;
         Some(Transition {

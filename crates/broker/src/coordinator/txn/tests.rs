@@ -19,11 +19,11 @@ use {
     },
 };
 
-fn tp(topic: &str, p: i32) -> TopicPartition {
+pub(super) fn tp(topic: &str, p: i32) -> TopicPartition {
     TopicPartition::new(topic, p)
 }
 
-fn counter() -> impl FnMut() -> Result<ProducerId, TxnError> {
+pub(super) fn counter() -> impl FnMut() -> Result<ProducerId, TxnError> {
     let mut next = 1000;
     move || {
         next += 1;
@@ -32,7 +32,7 @@ fn counter() -> impl FnMut() -> Result<ProducerId, TxnError> {
 }
 
 /// InitProducerId that must be ready at once; applied.
-fn init(
+pub(super) fn init(
     m: &mut TxnManager,
     id: &str,
     expected: Option<(ProducerId, ProducerEpoch)>,
@@ -46,7 +46,7 @@ fn init(
     answer
 }
 
-fn add(
+pub(super) fn add(
     m: &mut TxnManager,
     id: &str,
     producer: (ProducerId, ProducerEpoch),
@@ -61,7 +61,7 @@ fn add(
     }
 }
 
-fn complete(m: &mut TxnManager, done: &super::Completion, now: i64) {
+pub(super) fn complete(m: &mut TxnManager, done: &super::Completion, now: i64) {
     let t = m.complete(done, now).expect("completes");
     m.apply(t);
 }
@@ -483,8 +483,8 @@ fn idle_ids_expire_but_not_with_a_transaction_open() {
 /// Records markers; can be told to fail; checks that the prepare is
 /// durable when each marker is written.
 #[derive(Default)]
-struct Markers {
-    written: Mutex<Vec<(TopicPartition, ControlMarker)>>,
+pub(super) struct Markers {
+    pub(super) written: Mutex<Vec<(TopicPartition, ControlMarker)>>,
     fail: AtomicBool,
     log: Mutex<Option<Arc<InMemoryTxnStateLog>>>,
 }
@@ -528,16 +528,16 @@ impl ProducerIdSource for Ids {
     }
 }
 
-struct Fixture {
-    c: TransactionCoordinator,
-    markers: Arc<Markers>,
+pub(super) struct Fixture {
+    pub(super) c: TransactionCoordinator,
+    pub(super) markers: Arc<Markers>,
     clock: Arc<ManualClock>,
-    log: Arc<InMemoryTxnStateLog>,
+    pub(super) log: Arc<InMemoryTxnStateLog>,
     ids: Arc<Ids>,
 }
 
 impl Fixture {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self::over(
             Arc::new(InMemoryTxnStateLog::new()),
             Arc::new(ManualClock::new(0)),
@@ -570,7 +570,7 @@ impl Fixture {
 
     /// A coordinator reloaded from the same log (and the same persisted id
     /// allocator), as after a restart.
-    fn restart(&self) -> Self {
+    pub(super) fn restart(&self) -> Self {
         Self::over(
             Arc::clone(&self.log),
             Arc::clone(&self.clock),
@@ -578,12 +578,12 @@ impl Fixture {
         )
     }
 
-    fn state(&self, id: &str) -> Option<TxnState> {
+    pub(super) fn state(&self, id: &str) -> Option<TxnState> {
         self.c.with_state(|s| s.get(id).map(|m| m.state))
     }
 
     /// The states persisted for `id`, in order.
-    fn persisted(&self, id: &str) -> Vec<Option<TxnState>> {
+    pub(super) fn persisted(&self, id: &str) -> Vec<Option<TxnState>> {
         self.log
             .records(self.c.partition_for(id))
             .into_iter()

@@ -9,7 +9,10 @@
 //! COORDINATOR_NOT_AVAILABLE.
 
 use {
-    super::{coordinator::TransactionCoordinator, state::TopicPartition},
+    super::{
+        coordinator::TransactionCoordinator, error::TxnError, state::TopicPartition,
+        version::TransactionVersion,
+    },
     crate::{
         broker::Broker,
         coordinator::{
@@ -26,7 +29,8 @@ use {
             AddPartitionsToTxnResponse, ApiKey, DescribeProducersRequest,
             DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest,
             EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
-            ListTransactionsResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+            ListTransactionsResponse, ProduceRequest, TxnOffsetCommitRequest,
+            TxnOffsetCommitResponse,
             txn_offset_commit_response::{
                 TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
             },
@@ -225,18 +229,27 @@ async fn txn_offset_commit(
     let partition = groups.partition_for(request.group_id.0.as_str());
     // In a cluster the transaction's coordinator may be another broker's:
     // this one then checks no more than Kafka's group coordinator does.
-    let verified = if coordinator
-        .refusal(request.transactional_id.0.as_str())
-        .is_some()
-    {
+    let transactional_id = request.transactional_id.0.to_string();
+    let producer = (
+        ProducerId(request.producer_id.0),
+        ProducerEpoch(request.producer_epoch),
+    );
+    let offsets = TopicPartition::new(OFFSETS_TOPIC, partition);
+    let verified = if TransactionVersion::offset_commit_adds_partition(version) {
+        // Transactions v2: no AddOffsetsToTxn came first; the group's
+        // partition joins the transaction here, wherever its coordinator is.
+        add_implicitly(
+            broker,
+            coordinator,
+            &transactional_id,
+            producer,
+            vec![offsets],
+        )
+        .await
+    } else if coordinator.refusal(&transactional_id).is_some() {
         Ok(())
     } else {
-        coordinator.verify(
-            request.transactional_id.0.as_str(),
-            ProducerId(request.producer_id.0),
-            ProducerEpoch(request.producer_epoch),
-            &TopicPartition::new(OFFSETS_TOPIC, partition),
-        )
+        coordinator.verify(&transactional_id, producer.0, producer.1, &offsets)
     };
     if let Err(e) = verified {
         // TxnOffsetCommit v4 is the first to know TRANSACTION_ABORTABLE.
@@ -306,7 +319,17 @@ pub async fn handle(
         );
     }
     let b = Arc::clone(broker);
-    let exists = move |topic: &str, partition: i32| b.partition_exists(topic, partition);
+    // A group's `__consumer_offsets` partition joins transactions too (a
+    // TxnOffsetCommit v5 on another broker adds it here); in a cluster it
+    // is a coordinator shard, not a partition of any broker.
+    let offsets_partitions = broker
+        .groups
+        .get()
+        .map_or(0, |g| g.config().offsets_topic_num_partitions);
+    let exists = move |topic: &str, partition: i32| {
+        b.partition_exists(topic, partition)
+            || (topic == OFFSETS_TOPIC && (0..offsets_partitions).contains(&partition))
+    };
     match request {
         TxnRequest::AddPartitionsToTxn(r) => {
             let response = blocking(move || {
@@ -396,11 +419,119 @@ pub fn has_transactional_records<'a>(records: impl IntoIterator<Item = Option<&'
         .any(|h| h.is_transactional())
 }
 
+/// Transactions v2 (KIP-890): a Produce of version 12 or later adds the
+/// partitions of its transactional batches to the open transaction itself
+/// — durably, on the blocking pool, before any batch is queued — as Kafka's
+/// broker asks the coordinator to. Partitions already in the transaction
+/// cost nothing. Returns the refusal every transactional batch of the
+/// request gets when the add failed (PRODUCER_FENCED as
+/// INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS and NOT_COORDINATOR
+/// retriable, as Kafka answers a Produce).
+pub async fn add_produced_partitions(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: &ProduceRequest,
+) -> Option<(i16, String)> {
+    if !TransactionVersion::produce_adds_partitions(version) {
+        return None;
+    }
+    let transactional_id = request
+        .transactional_id
+        .as_ref()
+        .map(|t| t.0.as_str())
+        .filter(|t| !t.is_empty())?;
+    let coordinator = broker.txns.get().map(Arc::clone)?;
+    // Partitions already in a transaction this broker coordinates are
+    // skipped; another broker's coordinator is asked about all of them.
+    let local = coordinator.refusal(transactional_id).is_none();
+    let mut producer = None;
+    let mut wanted = Vec::new();
+    for topic in &request.topic_data {
+        let name = if version >= 13 {
+            broker
+                .registry
+                .by_id(topic.topic_id)
+                .map(|m| m.name.clone())
+        } else {
+            Some(topic.name.0.to_string())
+        };
+        let Some(name) = name else { continue };
+        for data in &topic.partition_data {
+            let Some(header) = data.records.as_ref().and_then(|r| BatchHeader::parse(r)) else {
+                continue;
+            };
+            if !header.is_transactional() || !broker.partition_exists(&name, data.index) {
+                continue;
+            }
+            let ids = (
+                ProducerId(header.producer_id),
+                ProducerEpoch(header.producer_epoch),
+            );
+            let partition = TopicPartition::new(name.as_str(), data.index);
+            if local
+                && coordinator
+                    .verify(transactional_id, ids.0, ids.1, &partition)
+                    .is_ok()
+            {
+                continue;
+            }
+            producer.get_or_insert(ids);
+            wanted.push(partition);
+        }
+    }
+    let producer = producer?;
+    add_implicitly(broker, coordinator, transactional_id, producer, wanted)
+        .await
+        .err()
+        .map(|e| (e.verification_code(true), e.to_string()))
+}
+
+/// Adds `partitions` to the open transaction of `transactional_id` for
+/// `producer` (transactions v2): on this broker's coordinator when it owns
+/// the id, durably; in a cluster, on the broker that does
+/// ([`crate::cluster::txn_partitions`]).
+///
+/// # Errors
+///
+/// The coordinator's refusal; [`TxnError::NotCoordinator`] (retriable)
+/// when the id's coordinator is loading, unreadable or unreachable.
+async fn add_implicitly(
+    broker: &Arc<Broker>,
+    coordinator: Arc<TransactionCoordinator>,
+    transactional_id: &str,
+    producer: (ProducerId, ProducerEpoch),
+    partitions: Vec<TopicPartition>,
+) -> Result<(), TxnError> {
+    match (coordinator.refusal(transactional_id), broker.cluster.get()) {
+        (None, _) => {
+            let id = transactional_id.to_owned();
+            blocking(move || coordinator.add_partitions(&id, producer.0, producer.1, partitions))
+                .await
+                .unwrap_or_else(|reason| Err(TxnError::NotCoordinator(reason)))
+        }
+        (Some(Refusal::NotCoordinator), Some(node)) => {
+            crate::cluster::txn_partitions::add_on_coordinator(
+                broker,
+                node,
+                transactional_id,
+                coordinator.partition_for(transactional_id),
+                producer,
+                &partitions,
+            )
+            .await
+        }
+        (Some(refused), _) => Err(TxnError::NotCoordinator(format!(
+            "the coordinator of {transactional_id} is not ready here ({refused:?})"
+        ))),
+    }
+}
+
 /// The produce path's check of a request with a `transactional.id`: a
 /// transactional batch must come from the id's current producer and epoch
 /// and go to a partition added to its open transaction
-/// (`transaction.partition.verification.enable`). Returns the refusal, if
-/// any, with the code Kafka gives a Produce of `version`.
+/// (`transaction.partition.verification.enable`). `refused` is what
+/// [`add_produced_partitions`] answered, if it failed. Returns the refusal,
+/// if any, with the code Kafka gives a Produce of `version`.
 pub fn check_produce(
     broker: &Arc<Broker>,
     version: i16,
@@ -408,10 +539,14 @@ pub fn check_produce(
     topic: &str,
     partition: i32,
     records: Option<&Bytes>,
+    refused: Option<&(i16, String)>,
 ) -> Option<(i16, String)> {
     let header = records.and_then(|r| BatchHeader::parse(r))?;
     if !header.is_transactional() {
         return None;
+    }
+    if let Some(refused) = refused {
+        return Some(refused.clone());
     }
     let Some(coordinator) = broker.txns.get() else {
         return Some((
