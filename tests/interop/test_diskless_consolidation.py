@@ -8,6 +8,7 @@ consolidated part from the segments), ListOffsets by timestamp reaches
 into the segments, a restart and kill -9 change nothing, DeleteRecords and
 retention delete whole segments, and topic deletion empties the tier."""
 
+import os
 import subprocess
 import time
 import uuid
@@ -15,10 +16,11 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec
 
-from conftest import kcat_path
+from conftest import free_port, kcat_path
 from helpers import admin, as_tuples, consume_confluent, create_topic, make_records, produce_confluent, wait_for
 from test_diskless import objects, watermarks
 from test_tiered import remote_logs as segments
+from test_tiered_observability import scrape
 
 BROKER = {
     "diskless.commit.interval.ms": "20",
@@ -47,6 +49,13 @@ def settled_segments(broker, topic, at_least=3):
         time.sleep(0.2)
 
 
+def tier_bytes(broker, topic):
+    """The bytes of the topic's segment files in the filesystem tier."""
+    root = os.path.join(broker.data_dir, "krabka-remote-tier")
+    dirs = [os.path.join(root, d) for d in os.listdir(root) if d.startswith(topic + "-0-")]
+    return sum(os.path.getsize(os.path.join(d, f)) for d in dirs for f in os.listdir(d) if f.endswith(".log"))
+
+
 def read_back(broker, topic, expected, offset=0):
     got = consume_confluent(broker.bootstrap, topic, len(expected), offset=offset, timeout=120)
     assert [m.offset() for m in got] == list(range(offset, offset + len(expected)))
@@ -67,7 +76,8 @@ def produce(broker, topic, count, prefix, base_ms):
 
 
 def test_cold_batches_become_segments_every_client_reads(broker_factory):
-    broker = broker_factory(BROKER)
+    port = free_port()
+    broker = broker_factory({**BROKER, "krabka.metrics.listener": "127.0.0.1:%d" % port})
     topic = "dl-consolidated"
     # Created with segments too large to fill; smaller ones once written,
     # so the objects all hold unconsolidated batches when counted.
@@ -81,6 +91,10 @@ def test_cold_batches_become_segments_every_client_reads(broker_factory):
         ConfigEntry("segment.bytes", TOPIC_CONFIG["segment.bytes"], incremental_operation=AlterConfigOpType.SET)])
     a.incremental_alter_configs([change])[change].result(timeout=30)
     settled_segments(broker, topic)
+    # The tier's size is published as for a classic tiered partition.
+    wait_for(lambda: scrape(port).get(("krabka_remote_log_size_bytes", topic, "0"))
+             == tier_bytes(broker, topic),
+             timeout=30, what="krabka_remote_log_size_bytes to match the tier")
     # The objects that held only consolidated batches are deleted.
     wait_for(lambda: len(objects(broker)) < written, timeout=60, what="the cleaner to delete consolidated objects")
     assert watermarks(broker.bootstrap, topic) == (0, RECORDS)

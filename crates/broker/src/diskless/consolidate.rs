@@ -126,6 +126,28 @@ pub async fn consolidate_partition(
         info = log_info(runtime, p).await?;
     }
     p.refresh().await;
+    publish_gauges(rlm, p).await
+}
+
+/// Publishes the partition's tier size (`krabka_remote_log_size_bytes`,
+/// `krabka_remote_log_segments`) as the classic pass does: the
+/// consolidated part of a diskless partition is in the tier, the rest
+/// (its batches) is its log size.
+async fn publish_gauges(
+    rlm: &Arc<RemoteLogManager>,
+    p: &DisklessStorage,
+) -> Result<(), RemoteStorageError> {
+    let tier = p.tier_id();
+    let listing = Arc::clone(rlm);
+    let segments = crate::blocking::run(move || listing.diskless_segments(&tier))
+        .await
+        .map_err(failed)??;
+    let mut gauges = crate::remote::metrics::PartitionGauges::default();
+    for m in &segments {
+        gauges.remote_bytes += u64::try_from(m.segment_size_in_bytes()).unwrap_or(0);
+        gauges.remote_segments += 1;
+    }
+    crate::remote::metrics::partition(&p.topic, p.index, gauges);
     Ok(())
 }
 
