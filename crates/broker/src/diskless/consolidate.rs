@@ -129,6 +129,18 @@ pub async fn consolidate_partition(
     publish_gauges(rlm, p).await
 }
 
+/// The partition's finished segments in the tier (on the blocking pool).
+async fn tier_segments(
+    rlm: &Arc<RemoteLogManager>,
+    p: &DisklessStorage,
+) -> Result<Vec<RemoteLogSegmentMetadata>, RemoteStorageError> {
+    let tier = p.tier_id();
+    let listing = Arc::clone(rlm);
+    crate::blocking::run(move || listing.diskless_segments(&tier))
+        .await
+        .map_err(failed)?
+}
+
 /// Publishes the partition's tier size (`krabka_remote_log_size_bytes`,
 /// `krabka_remote_log_segments`) as the classic pass does: the
 /// consolidated part of a diskless partition is in the tier, the rest
@@ -137,11 +149,7 @@ async fn publish_gauges(
     rlm: &Arc<RemoteLogManager>,
     p: &DisklessStorage,
 ) -> Result<(), RemoteStorageError> {
-    let tier = p.tier_id();
-    let listing = Arc::clone(rlm);
-    let segments = crate::blocking::run(move || listing.diskless_segments(&tier))
-        .await
-        .map_err(failed)??;
+    let segments = tier_segments(rlm, p).await?;
     let mut gauges = crate::remote::metrics::PartitionGauges::default();
     for m in &segments {
         gauges.remote_bytes += u64::try_from(m.segment_size_in_bytes()).unwrap_or(0);
@@ -174,11 +182,7 @@ async fn expire_segments(
     p: &Arc<DisklessStorage>,
     info: LogInfo,
 ) -> Result<LogInfo, RemoteStorageError> {
-    let tier = p.tier_id();
-    let listing = Arc::clone(rlm);
-    let segments = crate::blocking::run(move || listing.diskless_segments(&tier))
-        .await
-        .map_err(failed)??;
+    let segments = tier_segments(rlm, p).await?;
     if segments.is_empty() {
         return Ok(info);
     }
@@ -347,11 +351,7 @@ async fn settle_refused(
     copied: &RemoteLogSegmentMetadata,
     batch_start: i64,
 ) -> Result<(), RemoteStorageError> {
-    let tier = p.tier_id();
-    let listing = Arc::clone(rlm);
-    let segments = crate::blocking::run(move || listing.diskless_segments(&tier))
-        .await
-        .map_err(failed)??;
+    let segments = tier_segments(rlm, p).await?;
     let ours = copied.remote_log_segment_id();
     let twins: Vec<&RemoteLogSegmentMetadata> = segments
         .iter()

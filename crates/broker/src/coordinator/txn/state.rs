@@ -279,6 +279,15 @@ pub enum EndStep {
     Prepare(Transition, Completion),
 }
 
+/// EndTxn's refusal of a transaction in `state`.
+fn cannot_end(commit: bool, state: TxnState) -> TxnError {
+    TxnError::InvalidTxnState(format!(
+        "cannot {} a transaction in state {}",
+        if commit { "commit" } else { "abort" },
+        state.name()
+    ))
+}
+
 /// `transaction.max.timeout.ms` default (15 minutes).
 pub const DEFAULT_MAX_TIMEOUT_MS: i32 = 900_000;
 
@@ -567,13 +576,7 @@ impl TxnManager {
         now_ms: i64,
     ) -> Result<EndStep, TxnError> {
         let current = self.holder(transactional_id, producer_id, producer_epoch)?;
-        let wrong = |state: TxnState| {
-            TxnError::InvalidTxnState(format!(
-                "cannot {} a transaction in state {}",
-                if commit { "commit" } else { "abort" },
-                state.name()
-            ))
-        };
+        let wrong = |state: TxnState| cannot_end(commit, state);
         match (current.state, commit) {
             (TxnState::Ongoing, _) => {
                 let mut next = current.clone();

@@ -61,6 +61,23 @@ pub(super) fn add(
     }
 }
 
+/// Producer 77 at the last epoch a client may hold (32766), its last
+/// transaction committed, as `__transaction_state` holds it.
+pub(super) fn at_last_epoch() -> TransactionLogValue {
+    TransactionLogValue {
+        producer_id: ProducerId(77),
+        producer_epoch: ProducerEpoch(i16::MAX - 1),
+        timeout_ms: 60_000,
+        state: TxnState::CompleteCommit,
+        partitions: Default::default(),
+        last_update_ms: 0,
+        start_ms: 0,
+        previous_producer_id: -1,
+        next_producer_id: -1,
+        client_transaction_version: 0,
+    }
+}
+
 pub(super) fn complete(m: &mut TxnManager, done: &super::Completion, now: i64) {
     let t = m.complete(done, now).expect("completes");
     m.apply(t);
@@ -149,16 +166,9 @@ fn fencing_at_the_last_epoch_marks_the_abort_with_the_maximum_epoch() {
     m.load(
         "t".into(),
         Some(TxnMetadata::from_value(TransactionLogValue {
-            producer_id: ProducerId(77),
-            producer_epoch: last,
-            timeout_ms: 60_000,
             state: TxnState::Empty,
-            partitions: Default::default(),
-            last_update_ms: 0,
             start_ms: -1,
-            previous_producer_id: -1,
-            next_producer_id: -1,
-            client_transaction_version: 0,
+            ..at_last_epoch()
         })),
     );
     add(&mut m, "t", (ProducerId(77), last), &[tp("a", 0)], 1);
@@ -352,18 +362,7 @@ fn kip360_txn_retry_after_an_exhausted_epoch_names_the_previous_producer_id() {
     let mut m = TxnManager::default();
     let mut ids = counter();
     let last = ProducerEpoch(i16::MAX - 1);
-    let mut value = TransactionLogValue {
-        producer_id: ProducerId(77),
-        producer_epoch: last,
-        timeout_ms: 60_000,
-        state: TxnState::CompleteCommit,
-        partitions: Default::default(),
-        last_update_ms: 0,
-        start_ms: 0,
-        previous_producer_id: -1,
-        next_producer_id: -1,
-        client_transaction_version: 0,
-    };
+    let mut value = at_last_epoch();
     m.load("t".into(), Some(TxnMetadata::from_value(value.clone())));
     // The epoch is exhausted: the bump rotates to a fresh producer id.
     let rotated = init(&mut m, "t", Some((ProducerId(77), last)), 1, &mut ids);

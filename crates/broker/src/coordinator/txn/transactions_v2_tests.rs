@@ -6,7 +6,7 @@ use {
         error::TxnError,
         records::TransactionLogValue,
         state::{EndStep, TxnManager, TxnMetadata, TxnState},
-        tests::{Fixture, add, complete, counter, init, tp},
+        tests::{Fixture, add, at_last_epoch, complete, counter, init, tp},
         version::TransactionVersion,
     },
     assert2::check,
@@ -85,16 +85,8 @@ fn an_exhausted_epoch_moves_to_a_fresh_producer_id_once_the_markers_are_out() {
     m.load(
         "t".into(),
         Some(TxnMetadata::from_value(TransactionLogValue {
-            producer_id: ProducerId(77),
-            producer_epoch: last,
-            timeout_ms: 60_000,
-            state: TxnState::CompleteCommit,
-            partitions: Default::default(),
-            last_update_ms: 0,
-            start_ms: 0,
-            previous_producer_id: -1,
-            next_producer_id: -1,
             client_transaction_version: 2,
+            ..at_last_epoch()
         })),
     );
     add(&mut m, "t", (ProducerId(77), last), &[tp("a", 0)], 1);

@@ -15,8 +15,8 @@
 
 use {
     super::{
-        Completion, EndStep, Transition, TxnManager, TxnMetadata, TxnState, fencing_epoch,
-        next_epoch,
+        Completion, EndStep, Transition, TxnManager, TxnMetadata, TxnState, cannot_end,
+        fencing_epoch, next_epoch,
     },
     crate::coordinator::txn::{error::TxnError, version::TransactionVersion},
     krabka_ids::{ProducerEpoch, ProducerId},
@@ -72,13 +72,6 @@ impl TxnManager {
             return Err(TxnError::ProducerFenced);
         }
         let retry = retry_on_bump || retry_on_overflow;
-        let wrong = |state: TxnState| {
-            TxnError::InvalidTxnState(format!(
-                "cannot {} a transaction in state {}",
-                if commit { "commit" } else { "abort" },
-                state.name()
-            ))
-        };
         match (current.state, commit) {
             (TxnState::Ongoing, _) => {
                 prepare(transactional_id, current, commit, false, now_ms, allocate)
@@ -96,7 +89,7 @@ impl TxnManager {
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
                 Err(TxnError::ConcurrentTransactions)
             }
-            (state, _) => Err(wrong(state)),
+            (state, _) => Err(cannot_end(commit, state)),
         }
     }
 }
