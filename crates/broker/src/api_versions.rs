@@ -17,11 +17,14 @@
 //! Kafka 3.9 served and Kafka 4 removed (KIP-896) with their own decoder
 //! ([`Legacy`], [`crate::network::legacy`]); those are served and advertised
 //! only with `krabka.legacy.protocol.enable` ([`Served::WithLegacy`]).
+//! Above them, some rows name the versions of Kafka 4.1+ that
+//! `kafka-protocol` 0.18 does not know, also decoded and written by hand
+//! ([`Newer`], [`crate::network::newer`]) onto the same request types.
 
 use {
     crate::{
         coordinator::{group::wire::GroupRequest, txn::wire::TxnRequest},
-        network::{codec::Request, legacy},
+        network::{codec::Request, legacy, newer},
         security::admin::SecurityRequest,
     },
     bytes::Bytes,
@@ -84,6 +87,16 @@ pub struct Legacy {
     pub decode: Decoder,
 }
 
+/// The newest versions of an API, which `kafka-protocol` 0.18 cannot read,
+/// decoded by hand (see [`crate::network::newer`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Newer {
+    /// The oldest of them (the row's `max` is the newest).
+    pub min: i16,
+    /// Decodes a body at a version within `min..=row.max`.
+    pub decode: Decoder,
+}
+
 /// One implemented API.
 #[derive(Debug, Clone, Copy)]
 pub struct Api {
@@ -100,12 +113,22 @@ pub struct Api {
     pub decode: Decoder,
     /// The older versions served with `krabka.legacy.protocol.enable`.
     pub legacy: Option<Legacy>,
+    /// The newest versions, decoded by hand.
+    pub newer: Option<Newer>,
 }
 
 impl Api {
     /// This row with legacy versions from `min`, decoded by `decode`.
     const fn with_legacy(mut self, min: i16, decode: Decoder) -> Self {
         self.legacy = Some(Legacy { min, decode });
+        self
+    }
+
+    /// This row served up to `max`, the versions from `min` decoded by
+    /// `decode`.
+    const fn with_newer(mut self, min: i16, max: i16, decode: Decoder) -> Self {
+        self.max = max;
+        self.newer = Some(Newer { min, decode });
         self
     }
 
@@ -127,6 +150,9 @@ impl Api {
     /// The decoder of `version`, if it is served.
     #[must_use]
     pub fn decoder(&self, version: i16, served: Served) -> Option<Decoder> {
+        if let Some(newer) = self.newer.filter(|n| (n.min..=self.max).contains(&version)) {
+            return Some(newer.decode);
+        }
         if self.serves(version) {
             return Some(self.decode);
         }
@@ -144,6 +170,13 @@ impl Api {
         self.legacy
             .is_some_and(|legacy| (legacy.min..self.min).contains(&version))
     }
+
+    /// Whether `version` is one of the newer versions decoded by hand.
+    #[must_use]
+    pub fn is_newer(&self, version: i16) -> bool {
+        self.newer
+            .is_some_and(|newer| (newer.min..=self.max).contains(&version))
+    }
 }
 
 /// Decodes one `kafka-protocol` body, keeping only the error's message.
@@ -160,6 +193,7 @@ macro_rules! api {
             max: $max,
             order: Order::$order,
             legacy: None,
+            newer: None,
             decode: |buf, version| Ok(Request::$key(body(buf, version)?)),
         }
     };
@@ -170,6 +204,7 @@ macro_rules! api {
             max: $max,
             order: Order::$order,
             legacy: None,
+            newer: None,
             decode: |buf, version| Ok(Request::Group(GroupRequest::$key(body(buf, version)?))),
         }
     };
@@ -180,6 +215,7 @@ macro_rules! api {
             max: $max,
             order: Order::$order,
             legacy: None,
+            newer: None,
             decode: |buf, version| Ok(Request::Txn(TxnRequest::$key(body(buf, version)?))),
         }
     };
@@ -190,6 +226,7 @@ macro_rules! api {
             max: $max,
             order: Order::$order,
             legacy: None,
+            newer: None,
             decode: |buf, version| {
                 Ok(Request::Security(SecurityRequest::$key(body(
                     buf, version,
@@ -203,9 +240,11 @@ macro_rules! api {
 pub const APIS: &[Api] = &[
     api!(Produce, 3..=13, InOrder).with_legacy(0, legacy::produce::decode),
     api!(Fetch, 4..=18, Concurrent).with_legacy(0, legacy::fetch::decode),
-    api!(ListOffsets, 1..=10, Concurrent).with_legacy(0, legacy::list_offsets::decode),
+    api!(ListOffsets, 1..=10, Concurrent)
+        .with_legacy(0, legacy::list_offsets::decode)
+        .with_newer(11, 11, newer::list_offsets::decode),
     api!(Metadata, 0..=13, Concurrent),
-    api!(ApiVersions, 0..=4, Concurrent),
+    api!(ApiVersions, 0..=4, Concurrent).with_newer(5, 5, newer::api_versions::decode),
     api!(CreateTopics, 2..=7, InOrder).with_legacy(0, legacy::create_topics::decode),
     api!(DeleteTopics, 1..=6, InOrder).with_legacy(0, legacy::delete_topics::decode),
     api!(DeleteRecords, 0..=2, InOrder),
@@ -214,7 +253,9 @@ pub const APIS: &[Api] = &[
         .with_legacy(0, legacy::offset_for_leader_epoch::decode),
     api!(DescribeConfigs, 1..=4, Concurrent).with_legacy(0, legacy::describe_configs::decode),
     api!(AlterConfigs, 0..=2, InOrder),
-    api!(DescribeLogDirs, 1..=4, Concurrent).with_legacy(0, legacy::describe_log_dirs::decode),
+    api!(DescribeLogDirs, 1..=4, Concurrent)
+        .with_legacy(0, legacy::describe_log_dirs::decode)
+        .with_newer(5, 5, newer::describe_log_dirs::decode),
     api!(CreatePartitions, 0..=3, InOrder),
     api!(IncrementalAlterConfigs, 0..=1, InOrder),
     api!(DescribeCluster, 0..=2, Concurrent),
@@ -230,12 +271,16 @@ pub const APIS: &[Api] = &[
     api!(group SyncGroup, 0..=5, InOrder),
     api!(group Heartbeat, 0..=4, InOrder),
     api!(group LeaveGroup, 0..=5, InOrder),
-    api!(group OffsetCommit, 2..=9, InOrder).with_legacy(0, legacy::offset_commit::decode),
-    api!(group OffsetFetch, 1..=9, InOrder).with_legacy(0, legacy::offset_fetch::decode),
+    api!(group OffsetCommit, 2..=9, InOrder)
+        .with_legacy(0, legacy::offset_commit::decode)
+        .with_newer(10, 10, newer::offset_commit::decode),
+    api!(group OffsetFetch, 1..=9, InOrder)
+        .with_legacy(0, legacy::offset_fetch::decode)
+        .with_newer(10, 10, newer::offset_fetch::decode),
     api!(group OffsetDelete, 0..=0, InOrder),
     api!(group ListGroups, 0..=5, InOrder),
     api!(group DescribeGroups, 0..=6, InOrder),
-    api!(group DeleteGroups, 0..=2, InOrder),
+    api!(group DeleteGroups, 0..=2, InOrder).with_newer(3, 3, newer::delete_groups::decode),
     api!(group ConsumerGroupHeartbeat, 0..=1, InOrder),
     api!(group ConsumerGroupDescribe, 0..=1, InOrder),
     // The transaction coordinator (crate::coordinator::txn::wire).
@@ -413,7 +458,9 @@ mod tests {
         for row in APIS {
             let valid = row.key.valid_versions();
             check!(row.min >= valid.min, "{:?}", row.key);
-            check!(row.max <= valid.max, "{:?}", row.key);
+            // Above what kafka-protocol decodes, only hand-decoded versions.
+            let decoded_max = row.newer.map_or(row.max, |newer| newer.min - 1);
+            check!(decoded_max <= valid.max, "{:?}", row.key);
             check!(row.min <= row.max, "{:?}", row.key);
         }
     }
@@ -470,9 +517,9 @@ mod tests {
                 == vec![
                     (ApiKey::Produce, 3, 13),
                     (ApiKey::Fetch, 4, 18),
-                    (ApiKey::ListOffsets, 1, 10),
+                    (ApiKey::ListOffsets, 1, 11),
                     (ApiKey::Metadata, 0, 13),
-                    (ApiKey::ApiVersions, 0, 4),
+                    (ApiKey::ApiVersions, 0, 5),
                     (ApiKey::CreateTopics, 2, 7),
                     (ApiKey::DeleteTopics, 1, 6),
                     (ApiKey::DeleteRecords, 0, 2),
@@ -480,7 +527,7 @@ mod tests {
                     (ApiKey::OffsetForLeaderEpoch, 2, 4),
                     (ApiKey::DescribeConfigs, 1, 4),
                     (ApiKey::AlterConfigs, 0, 2),
-                    (ApiKey::DescribeLogDirs, 1, 4),
+                    (ApiKey::DescribeLogDirs, 1, 5),
                     (ApiKey::CreatePartitions, 0, 3),
                     (ApiKey::IncrementalAlterConfigs, 0, 1),
                     (ApiKey::DescribeCluster, 0, 2),
@@ -492,12 +539,12 @@ mod tests {
                     (ApiKey::SyncGroup, 0, 5),
                     (ApiKey::Heartbeat, 0, 4),
                     (ApiKey::LeaveGroup, 0, 5),
-                    (ApiKey::OffsetCommit, 2, 9),
-                    (ApiKey::OffsetFetch, 1, 9),
+                    (ApiKey::OffsetCommit, 2, 10),
+                    (ApiKey::OffsetFetch, 1, 10),
                     (ApiKey::OffsetDelete, 0, 0),
                     (ApiKey::ListGroups, 0, 5),
                     (ApiKey::DescribeGroups, 0, 6),
-                    (ApiKey::DeleteGroups, 0, 2),
+                    (ApiKey::DeleteGroups, 0, 3),
                     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
                     (ApiKey::ConsumerGroupDescribe, 0, 1),
                     (ApiKey::AddPartitionsToTxn, 0, 5),

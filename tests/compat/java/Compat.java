@@ -539,6 +539,10 @@ public class Compat {
         put("offsets.for_timestamp", at.offset() + "@" + (at.timestamp() - BASE_TS));
         ListOffsetsResult.ListOffsetsResultInfo future = admin.listOffsets(Map.of(p0, OffsetSpec.forTimestamp(BASE_TS * 2))).all().get().get(p0);
         put("offsets.for_future_timestamp", future.offset() + "@" + future.timestamp());
+        // KIP-1023 (ListOffsets v11): a topic without remote storage has
+        // nothing pending upload.
+        put("offsets.earliest_pending_upload", admin.listOffsets(Map.of(p0, OffsetSpec.earliestPendingUpload())).all().get()
+                .get(p0).offset());
         put("offsets.empty_partition", admin.listOffsets(Map.of(new TopicPartition(t, 1), OffsetSpec.latest())).all().get()
                 .get(new TopicPartition(t, 1)).offset());
 
@@ -558,6 +562,7 @@ public class Compat {
             put("log_dirs.p0_size", ri.size());
             put("log_dirs.p0_offset_lag", ri.offsetLag());
             put("log_dirs.p0_future", ri.isFuture());
+            put("log_dirs.cordoned", ld.isCordoned());
             put("log_dirs.has_total_bytes", ld.totalBytes().isPresent());
         }
         DescribeProducersResult.PartitionProducerState ps = admin.describeProducers(List.of(p0)).all().get().get(p0);

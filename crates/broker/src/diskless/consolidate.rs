@@ -622,6 +622,7 @@ mod tests {
         };
         check!(offset(OffsetQuery::EarliestLocal).await == Some(info.batch_start_offset));
         check!(offset(OffsetQuery::LatestTiered).await == Some(info.batch_start_offset - 1));
+        check!(offset(OffsetQuery::EarliestPendingUpload).await == Some(info.batch_start_offset));
         check!(offset(OffsetQuery::AtOrAfter(t0 + 1003)).await == Some(13));
         check!(offset(OffsetQuery::MaxTimestamp).await == Some(119));
         // The racer's commit is refused: its copy stays only if it has the

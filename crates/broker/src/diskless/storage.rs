@@ -417,7 +417,11 @@ impl DisklessStorage {
     ) -> Result<Option<TimestampOffset>, StorageError> {
         let info = self.info_now().await?;
         let offset = match query {
-            OffsetQuery::EarliestLocal => Some(info.batch_start_offset),
+            // What is still in batches is what consolidation has not copied
+            // into tiered segments yet.
+            OffsetQuery::EarliestLocal | OffsetQuery::EarliestPendingUpload => {
+                Some(info.batch_start_offset)
+            }
             _ => (info.batch_start_offset > info.log_start_offset)
                 .then(|| info.batch_start_offset - 1),
         };
@@ -674,7 +678,9 @@ impl PartitionStorage for DisklessStorage {
         let (question, at) = match query {
             OffsetQuery::Latest => (CoordinatorQuery::Latest, None),
             OffsetQuery::Earliest => (CoordinatorQuery::Earliest, None),
-            OffsetQuery::EarliestLocal | OffsetQuery::LatestTiered => {
+            OffsetQuery::EarliestLocal
+            | OffsetQuery::LatestTiered
+            | OffsetQuery::EarliestPendingUpload => {
                 return self.tier_offset(query).await;
             }
             OffsetQuery::MaxTimestamp => (CoordinatorQuery::MaxTimestamp, None),

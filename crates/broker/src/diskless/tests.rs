@@ -166,6 +166,7 @@ async fn produce_fetch_offsets_and_a_reopen_on_the_embedded_coordinator() {
     check!(offset_of(&p, OffsetQuery::Earliest).await == Some(0));
     check!(offset_of(&p, OffsetQuery::EarliestLocal).await == Some(0));
     check!(offset_of(&p, OffsetQuery::LatestTiered).await == None);
+    check!(offset_of(&p, OffsetQuery::EarliestPendingUpload).await == Some(0));
     check!(offset_of(&p, OffsetQuery::AtOrAfter(t0 + 101)).await == Some(6));
     check!(offset_of(&p, OffsetQuery::MaxTimestamp).await == Some(9));
     check!(offset_of(&p, OffsetQuery::AtOrAfter(t0 + 10_000)).await == None);

@@ -155,6 +155,7 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
         zero_copy,
     } = request;
     let correlation_id = header.correlation_id;
+    tracing::trace!(api = ?api_key, version, correlation_id, "request");
     let encoded = match body {
         Request::ApiVersions(_) => encode_response(
             api_key,
@@ -162,6 +163,16 @@ pub async fn handle(broker: &Arc<Broker>, mut request: DecodedRequest) -> Reply 
             correlation_id,
             &api_versions::response(0, broker.served(), broker.features()),
         ),
+        Request::ApiVersionsChecked(checked) => {
+            let response = if checked.mismatches(&broker.cluster_id(), broker.config.node_id) {
+                let mut refused = kafka_protocol::messages::ApiVersionsResponse::default();
+                refused.error_code = crate::network::newer::api_versions::REBOOTSTRAP_REQUIRED;
+                refused
+            } else {
+                api_versions::response(0, broker.served(), broker.features())
+            };
+            encode_response(api_key, version, correlation_id, &response)
+        }
         Request::ApiVersionsUnsupported => encode_response(
             ApiKey::ApiVersions,
             0,

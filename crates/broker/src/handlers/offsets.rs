@@ -1,5 +1,5 @@
 //! ListOffsets (latest, earliest, max timestamp, earliest local, latest
-//! tiered, by timestamp) and OffsetForLeaderEpoch (one epoch, 0, for the
+//! tiered, earliest pending upload, by timestamp) and OffsetForLeaderEpoch (one epoch, 0, for the
 //! life of every partition).
 //!
 //! Every answer comes from the partition's storage seam
@@ -34,6 +34,8 @@ pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 /// Latest offset copied to the remote tier (v9+).
 pub const LATEST_TIERED: i64 = -5;
+/// Earliest offset not yet copied to the remote tier (v11+).
+pub const EARLIEST_PENDING_UPLOAD: i64 = -6;
 
 /// The question a ListOffsets timestamp asks at `version`, `None` for a
 /// special timestamp that version does not know.
@@ -44,6 +46,7 @@ fn query(timestamp: i64, version: i16) -> Option<OffsetQuery> {
         MAX_TIMESTAMP if version >= 7 => Some(OffsetQuery::MaxTimestamp),
         EARLIEST_LOCAL if version >= 8 => Some(OffsetQuery::EarliestLocal),
         LATEST_TIERED if version >= 9 => Some(OffsetQuery::LatestTiered),
+        EARLIEST_PENDING_UPLOAD if version >= 11 => Some(OffsetQuery::EarliestPendingUpload),
         ts if ts >= 0 => Some(OffsetQuery::AtOrAfter(ts)),
         _ => None,
     }

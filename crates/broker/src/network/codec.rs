@@ -11,6 +11,8 @@
 //! also names the versions Kafka 4 removed, which hand-written decoders
 //! read onto the same request types ([`super::legacy`]); an answer at such a
 //! version is written by [`encode_response`] through the legacy encoders.
+//! The versions of Kafka 4.1+ that `kafka-protocol` does not know are read
+//! and written the same way ([`super::newer`]), always.
 //!
 //! `kafka-protocol` 0.18 reserves an array's capacity from the count on the
 //! wire before it reads the elements; the process-wide allocator guard
@@ -19,7 +21,7 @@
 use {
     crate::{
         api_versions::{self, Served},
-        network::legacy,
+        network::{legacy, newer},
     },
     bytes::{Buf, Bytes, BytesMut},
     kafka_protocol::{
@@ -69,6 +71,9 @@ pub enum Request {
     /// is answered in the v0 format with UNSUPPORTED_VERSION, as Kafka does,
     /// so the client can pick a version it shares.
     ApiVersionsUnsupported,
+    /// An `ApiVersions` v5 request, which names the cluster and node the
+    /// client expects (KIP-1242, [`super::newer::api_versions`]).
+    ApiVersionsChecked(Box<super::newer::api_versions::Checked>),
 }
 
 /// One decoded frame.
@@ -198,7 +203,8 @@ pub fn decode_request(mut frame: Bytes, served: Served) -> Result<DecodedRequest
 
 /// Encodes a response frame (size prefix, header, body) for `api` `version`;
 /// a legacy version (below what Kafka 4 serves) is written by the legacy
-/// encoder of its API ([`legacy::encode_body`]).
+/// encoder of its API ([`legacy::encode_body`]), a version newer than
+/// `kafka-protocol` knows by the newer one ([`newer::encode_body`]).
 ///
 /// # Errors
 ///
@@ -212,7 +218,9 @@ pub fn encode_response<R: Encodable + HeaderVersion + 'static>(
 ) -> Result<Bytes, String> {
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
-    let is_legacy = api_versions::lookup(api_key).is_some_and(|row| row.is_legacy(version));
+    let row = api_versions::lookup(api_key);
+    let is_legacy = row.is_some_and(|row| row.is_legacy(version));
+    let is_newer = row.is_some_and(|row| row.is_newer(version));
     // Every legacy version has response header v0.
     let header_version = if is_legacy {
         0
@@ -229,6 +237,8 @@ pub fn encode_response<R: Encodable + HeaderVersion + 'static>(
         .map_err(|e| e.to_string())?;
     if is_legacy {
         legacy::encode_body(api_key, version, body, &mut buf).map_err(|e| e.to_string())?;
+    } else if is_newer {
+        newer::encode_body(api_key, version, body, &mut buf).map_err(|e| e.to_string())?;
     } else {
         body.encode(&mut buf, version).map_err(|e| e.to_string())?;
     }

@@ -40,7 +40,9 @@ pub mod fd;
 pub mod frame;
 pub mod legacy;
 pub mod limits;
+pub mod newer;
 pub mod read_ahead;
+pub mod wire;
 pub mod writer;
 
 use {

@@ -198,6 +198,22 @@ impl PartitionStorage for Partition {
                 .highest_tiered
                 .filter(|t| *t >= 0)
                 .and_then(at_offset)),
+            OffsetQuery::EarliestPendingUpload => {
+                if !self.is_tiered() {
+                    return Ok(None);
+                }
+                self.wait_remote_loaded().await?;
+                let start = self.log_start_offset();
+                Ok(
+                    match self.tier_offsets().highest_tiered.filter(|t| *t >= 0) {
+                        Some(tiered) => at_offset((tiered + 1).max(start)),
+                        // Nothing copied yet: the whole log is pending, unless
+                        // its head was copied and then deleted from the tier.
+                        None if self.log.log_start_offset() == start => at_offset(start),
+                        None => None,
+                    },
+                )
+            }
             OffsetQuery::MaxTimestamp => {
                 let remote = self.remote_lookup(TimestampQuery::Max).await?;
                 let log = Arc::clone(&self.log);

@@ -201,6 +201,9 @@ pub enum OffsetQuery {
     EarliestLocal,
     /// -5: the highest offset copied to the remote tier.
     LatestTiered,
+    /// -6: the first offset not yet copied to the remote tier (KIP-1023);
+    /// none on a partition without one.
+    EarliestPendingUpload,
     /// The first record whose timestamp is at least this one.
     AtOrAfter(i64),
 }

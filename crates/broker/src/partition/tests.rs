@@ -129,6 +129,14 @@ async fn list_offsets_specials_answer_for_local_and_remote_storage() {
     let tiered = ask(OffsetQuery::LatestTiered).await.unwrap().offset;
     check!(tiered == p.tier_offsets().highest_tiered.unwrap());
     check!(tiered >= local_start - 1 && tiered < end);
+    // KIP-1023: the first offset the tier does not hold yet.
+    check!(
+        ask(OffsetQuery::EarliestPendingUpload)
+            .await
+            .unwrap()
+            .offset
+            == tiered + 1
+    );
     // The largest timestamp is in the last batch (local); an early
     // timestamp is found in the tier, a late one locally.
     let max = ask(OffsetQuery::MaxTimestamp).await.unwrap();

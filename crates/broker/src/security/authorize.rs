@@ -274,7 +274,9 @@ pub fn check(broker: &Arc<Broker>, request: &mut DecodedRequest) -> Result<Fixup
     );
     let whole = |reply: Reply| -> Result<Fixup, Reply> { Err(reply) };
     let fixup = match &mut request.body {
-        Request::ApiVersions(_) | Request::ApiVersionsUnsupported => Fixup::none(),
+        Request::ApiVersions(_)
+        | Request::ApiVersionsUnsupported
+        | Request::ApiVersionsChecked(_) => Fixup::none(),
         Request::Produce(r) => produce(&ctx, r),
         Request::Fetch(r) => fetch(&ctx, r),
         Request::ListOffsets(r) => list_offsets(&ctx, r),

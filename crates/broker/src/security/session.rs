@@ -292,9 +292,12 @@ impl Authenticator {
                 }
                 Outcome::Handle(Box::new(request))
             }
-            (State::Handshake, Request::ApiVersions(_) | Request::ApiVersionsUnsupported) => {
-                Outcome::Handle(Box::new(request))
-            }
+            (
+                State::Handshake,
+                Request::ApiVersions(_)
+                | Request::ApiVersionsUnsupported
+                | Request::ApiVersionsChecked(_),
+            ) => Outcome::Handle(Box::new(request)),
             (State::Handshake, Request::Security(SecurityRequest::SaslHandshake(_))) => {
                 self.handshake(&request)
             }

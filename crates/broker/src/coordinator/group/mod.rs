@@ -49,6 +49,7 @@ mod offsets;
 pub mod partitioner;
 pub mod records;
 mod state;
+pub mod topic_ids;
 pub mod wire;
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use super::RequestContext;
+use super::{RequestContext, topic_ids};
 use crate::coordinator::ownership::Refusal;
 use crate::{broker::Broker, network::codec::encode_response};
 use bytes::Bytes;
@@ -121,17 +121,28 @@ pub async fn handle(
             id,
             &fixup.fill(c.leave_group(&ctx, r).await),
         ),
-        GroupRequest::OffsetCommit(r) => {
-            let response = fixup.fill(commit_known_partitions(broker, c, &ctx, r).await);
+        GroupRequest::OffsetCommit(mut r) => {
+            let by_id = version >= topic_ids::FIRST_VERSION_BY_ID;
+            let unknown = by_id.then(|| topic_ids::name_commit(&broker.registry, &mut r));
+            let mut response = fixup.fill(commit_known_partitions(broker, c, &ctx, r).await);
+            if let Some(unknown) = unknown {
+                topic_ids::id_commit_response(&broker.registry, &mut response, unknown);
+            }
             encode_response(api_key, version, id, &response)
         }
-        GroupRequest::OffsetFetch(r) => {
+        GroupRequest::OffsetFetch(mut r) => {
+            let by_id = version >= topic_ids::FIRST_VERSION_BY_ID;
+            let groups: Vec<_> = r.groups.iter().map(|g| g.group_id.clone()).collect();
+            let unknown = by_id.then(|| topic_ids::name_fetch(&broker.registry, &mut r));
             let mut response = fixup.fill(c.offset_fetch(&ctx, r).await);
             for g in &mut response.groups {
                 if let Some(refusal) = c.refusal(g.group_id.0.as_str()) {
                     g.topics.clear();
                     g.error_code = refusal.code();
                 }
+            }
+            if let Some(unknown) = unknown {
+                topic_ids::id_fetch_response(&broker.registry, &groups, &mut response, unknown);
             }
             encode_response(api_key, version, id, &response)
         }
@@ -255,6 +266,7 @@ fn refuse_unavailable(
                 .map(|t| {
                     OffsetCommitResponseTopic::default()
                         .with_name(t.name.clone())
+                        .with_topic_id(t.topic_id)
                         .with_partitions(
                             t.partitions
                                 .iter()

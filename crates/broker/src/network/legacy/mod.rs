@@ -31,9 +31,9 @@ pub mod offset_commit;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
-pub mod wire;
 
 use {
+    super::wire,
     bytes::BytesMut,
     kafka_protocol::messages::{
         ApiKey, CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse,

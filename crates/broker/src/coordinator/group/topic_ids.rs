@@ -1,0 +1,173 @@
+//! Topics named by id: OffsetCommit v10 and OffsetFetch v10 (KIP-848) name
+//! each topic by its id, while the coordinator keeps offsets by topic name
+//! (as Kafka's `__consumer_offsets` records do). The group handler names
+//! the requested topics from the registry before the coordinator runs and
+//! puts each answered topic's id back before the response is written.
+//!
+//! An id the registry does not know is answered `UNKNOWN_TOPIC_ID` for each
+//! of its partitions, as Kafka 4.1 does; it never reaches the coordinator.
+
+use {
+    crate::topics::TopicRegistry,
+    kafka_protocol::{
+        error::ResponseError,
+        messages::{
+            OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+            TopicName,
+            offset_commit_request::OffsetCommitRequestTopic,
+            offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
+            offset_fetch_request::OffsetFetchRequestTopics,
+            offset_fetch_response::{OffsetFetchResponsePartitions, OffsetFetchResponseTopics},
+        },
+        protocol::StrBytes,
+    },
+    uuid::Uuid,
+};
+
+/// The first version of OffsetCommit and OffsetFetch that names topics by
+/// id.
+pub const FIRST_VERSION_BY_ID: i16 = 10;
+
+/// The topics of a request given by an id this broker does not know.
+#[derive(Debug, Default)]
+pub struct UnknownIds<T>(Vec<T>);
+
+/// The name of topic `id`, if the registry knows it.
+fn name_of(registry: &TopicRegistry, id: Uuid) -> Option<TopicName> {
+    registry
+        .by_id(id)
+        .map(|meta| TopicName(StrBytes::from_string(meta.name)))
+}
+
+/// The id of topic `name`, nil if the registry does not know it.
+fn id_of(registry: &TopicRegistry, name: &TopicName) -> Uuid {
+    registry.get(name.0.as_str()).map_or(Uuid::nil(), |m| m.id)
+}
+
+/// Names the topics of an OffsetCommit v10 by their ids, taking out those
+/// whose id is unknown.
+pub fn name_commit(
+    registry: &TopicRegistry,
+    request: &mut OffsetCommitRequest,
+) -> UnknownIds<OffsetCommitRequestTopic> {
+    let mut unknown = Vec::new();
+    request.topics.retain_mut(|topic| {
+        if !topic.name.0.is_empty() {
+            return true;
+        }
+        match name_of(registry, topic.topic_id) {
+            Some(name) => {
+                topic.name = name;
+                true
+            }
+            None => {
+                unknown.push(std::mem::take(topic));
+                false
+            }
+        }
+    });
+    UnknownIds(unknown)
+}
+
+/// Puts the topic ids into an OffsetCommit v10 response and answers the
+/// unknown ids.
+pub fn id_commit_response(
+    registry: &TopicRegistry,
+    response: &mut OffsetCommitResponse,
+    unknown: UnknownIds<OffsetCommitRequestTopic>,
+) {
+    for topic in &mut response.topics {
+        if topic.topic_id.is_nil() {
+            topic.topic_id = id_of(registry, &topic.name);
+        }
+    }
+    let code = ResponseError::UnknownTopicId.code();
+    response.topics.extend(unknown.0.into_iter().map(|t| {
+        OffsetCommitResponseTopic::default()
+            .with_topic_id(t.topic_id)
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        OffsetCommitResponsePartition::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            )
+    }));
+}
+
+/// Names the topics of an OffsetFetch v10 by their ids, taking out those
+/// whose id is unknown (per group, in the request's order).
+pub fn name_fetch(
+    registry: &TopicRegistry,
+    request: &mut OffsetFetchRequest,
+) -> Vec<UnknownIds<OffsetFetchRequestTopics>> {
+    request
+        .groups
+        .iter_mut()
+        .map(|group| {
+            let mut unknown = Vec::new();
+            if let Some(topics) = &mut group.topics {
+                topics.retain_mut(|topic| {
+                    if !topic.name.0.is_empty() {
+                        return true;
+                    }
+                    match name_of(registry, topic.topic_id) {
+                        Some(name) => {
+                            topic.name = name;
+                            true
+                        }
+                        None => {
+                            unknown.push(std::mem::take(topic));
+                            false
+                        }
+                    }
+                });
+            }
+            UnknownIds(unknown)
+        })
+        .collect()
+}
+
+/// Puts the topic ids into an OffsetFetch v10 response and answers the
+/// unknown ids. A topic of a whole-group fetch that no longer exists has
+/// no id to be named by, and is left out.
+pub fn id_fetch_response(
+    registry: &TopicRegistry,
+    request_groups: &[kafka_protocol::messages::GroupId],
+    response: &mut OffsetFetchResponse,
+    unknown: Vec<UnknownIds<OffsetFetchRequestTopics>>,
+) {
+    let code = ResponseError::UnknownTopicId.code();
+    for group in &mut response.groups {
+        for topic in &mut group.topics {
+            if topic.topic_id.is_nil() {
+                topic.topic_id = id_of(registry, &topic.name);
+            }
+        }
+        group.topics.retain(|t| !t.topic_id.is_nil());
+    }
+    for (group_id, unknown) in request_groups.iter().zip(unknown) {
+        let Some(group) = response.groups.iter_mut().find(|g| &g.group_id == group_id) else {
+            continue;
+        };
+        group.topics.extend(unknown.0.into_iter().map(|t| {
+            OffsetFetchResponseTopics::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partition_indexes
+                        .iter()
+                        .map(|p| {
+                            OffsetFetchResponsePartitions::default()
+                                .with_partition_index(*p)
+                                .with_committed_offset(-1)
+                                .with_committed_leader_epoch(-1)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        }));
+    }
+}
