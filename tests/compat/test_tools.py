@@ -133,13 +133,11 @@ def test_kafka_configs(target):
 
 def test_kafka_configs_groups(target):
     """Group configs (KIP-848's GROUP resource, type 32)."""
-    name, broker = target
+    _, broker = target
     group = unique("group-config")
     args = ["--entity-type", "groups", "--entity-name", group]
     code, out, err = tool(broker, "ConfigCommand", *args, "--alter",
                           "--add-config", "consumer.session.timeout.ms=50000", check=False)
-    if name == "krabka" and code != 0 and "Unsupported resource type 32" in err:
-        pytest.xfail("group configs are issue 20 item 5")
     assert code == 0, out + err
     _, out, _ = tool(broker, "ConfigCommand", *args, "--describe")
     assert config_lines(out)["consumer.session.timeout.ms"][0] == "50000"
@@ -379,13 +377,11 @@ def test_kafka_transactions_abort_hanging(target):
 
 def test_kafka_leader_election(target):
     """On one node every partition already has its preferred leader."""
-    name, broker = target
+    _, broker = target
     topic = unique("elect")
     tool(broker, "TopicCommand", "--create", "--topic", topic, "--partitions", "2")
     code, out, err = tool(broker, "LeaderElectionCommand", "--election-type", "preferred",
                           "--topic", topic, "--partition", "0", check=False)
-    if name == "krabka" and "does not support ELECT_LEADERS" in out + err:
-        pytest.xfail("Krabka does not implement ElectLeaders yet (docs/COMPATIBILITY.md)")
     assert code == 0, out + err
     assert "Valid replica already elected for partitions %s-0" % topic in out
     code, out, err = tool(broker, "LeaderElectionCommand", "--election-type", "unclean",

@@ -138,6 +138,21 @@ public class Compat {
         if (!ok) throw new AssertionError(what);
     }
 
+    /**
+     * {@code target.method()} (static when {@code target} is null), or null
+     * when this kafka-clients version has no such method: one source
+     * compiles against 3.x and 4.x.
+     */
+    static Object callIfPresent(Class<?> type, Object target, String method) throws Exception {
+        java.lang.reflect.Method m;
+        try {
+            m = type.getMethod(method);
+        } catch (NoSuchMethodException absent) {
+            return null;
+        }
+        return m.invoke(target);
+    }
+
     interface Call { Object call() throws Exception; }
 
     /** "ok", or the simple class name of the Kafka exception the call failed with. */
@@ -539,10 +554,11 @@ public class Compat {
         put("offsets.for_timestamp", at.offset() + "@" + (at.timestamp() - BASE_TS));
         ListOffsetsResult.ListOffsetsResultInfo future = admin.listOffsets(Map.of(p0, OffsetSpec.forTimestamp(BASE_TS * 2))).all().get().get(p0);
         put("offsets.for_future_timestamp", future.offset() + "@" + future.timestamp());
-        // KIP-1023 (ListOffsets v11): a topic without remote storage has
-        // nothing pending upload.
-        put("offsets.earliest_pending_upload", admin.listOffsets(Map.of(p0, OffsetSpec.earliestPendingUpload())).all().get()
-                .get(p0).offset());
+        // KIP-1023 (ListOffsets v11, clients 4.2+): a topic without remote
+        // storage has nothing pending upload.
+        OffsetSpec pending = (OffsetSpec) callIfPresent(OffsetSpec.class, null, "earliestPendingUpload");
+        put("offsets.earliest_pending_upload", pending == null ? "client too old"
+                : admin.listOffsets(Map.of(p0, pending)).all().get().get(p0).offset());
         put("offsets.empty_partition", admin.listOffsets(Map.of(new TopicPartition(t, 1), OffsetSpec.latest())).all().get()
                 .get(new TopicPartition(t, 1)).offset());
 
@@ -562,7 +578,9 @@ public class Compat {
             put("log_dirs.p0_size", ri.size());
             put("log_dirs.p0_offset_lag", ri.offsetLag());
             put("log_dirs.p0_future", ri.isFuture());
-            put("log_dirs.cordoned", ld.isCordoned());
+            // KIP-1066 (DescribeLogDirs v5, clients 4.2+).
+            Object cordoned = callIfPresent(LogDirDescription.class, ld, "isCordoned");
+            put("log_dirs.cordoned", cordoned == null ? "client too old" : cordoned);
             put("log_dirs.has_total_bytes", ld.totalBytes().isPresent());
         }
         DescribeProducersResult.PartitionProducerState ps = admin.describeProducers(List.of(p0)).all().get().get(p0);
