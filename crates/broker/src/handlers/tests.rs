@@ -55,10 +55,8 @@ fn name(s: &'static str) -> TopicName {
     TopicName(StrBytes::from_static_str(s))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_api_at_every_version_answers() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = broker(dir.path());
+/// Creates topic "t" with 2 partitions.
+async fn create_topic_t(broker: &Arc<Broker>) {
     let mut create = CreateTopicsRequest::default();
     let mut topic = create_topics_request::CreatableTopic::default();
     topic.name = name("t");
@@ -66,13 +64,20 @@ async fn every_api_at_every_version_answers() {
     topic.replication_factor = -1;
     create.topics.push(topic);
     let created: CreateTopicsResponse = call(
-        &broker,
+        broker,
         ApiKey::CreateTopics,
         7,
         Request::CreateTopics(create),
     )
     .await;
     check!(created.topics[0].error_code == 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_api_at_every_version_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path());
+    create_topic_t(&broker).await;
     let topic_id = broker.registry.get("t").unwrap().id;
 
     for row in APIS {
@@ -515,19 +520,7 @@ async fn offsets_by_topic_id_at_v10() {
         .await
         .unwrap();
     let _ = broker.groups.set(groups);
-    let mut create = CreateTopicsRequest::default();
-    let mut topic = create_topics_request::CreatableTopic::default();
-    topic.name = name("t");
-    topic.num_partitions = 2;
-    topic.replication_factor = -1;
-    create.topics.push(topic);
-    let _: CreateTopicsResponse = call(
-        &broker,
-        ApiKey::CreateTopics,
-        7,
-        Request::CreateTopics(create),
-    )
-    .await;
+    create_topic_t(&broker).await;
     let id = broker.registry.get("t").unwrap().id;
     let stranger = uuid::Uuid::from_u128(0x5);
 

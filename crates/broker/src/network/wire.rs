@@ -10,8 +10,50 @@
 
 use {
     bytes::{Buf, BufMut, Bytes, BytesMut},
-    kafka_protocol::protocol::StrBytes,
+    kafka_protocol::{
+        messages::ApiKey,
+        protocol::{Encodable, StrBytes},
+    },
 };
+
+/// Why a response cannot be written at a hand-coded version.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// The API or version has no hand-written encoder, or the response is
+    /// not of the API's type (a bug: the API table and the codecs disagree).
+    #[error("no hand-written encoder of {api:?} v{version} for this response")]
+    NoEncoder {
+        /// The API.
+        api: ApiKey,
+        /// The version.
+        version: i16,
+    },
+    /// `kafka-protocol` refused the body at the version whose wire form the
+    /// hand-coded version shares.
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// Writes `body` at `version`, the `kafka-protocol` version whose wire form
+/// a hand-coded version shares.
+///
+/// # Errors
+///
+/// [`EncodeError::Protocol`] if `kafka-protocol` refuses it.
+pub fn encode_as<R: Encodable>(
+    body: &R,
+    version: i16,
+    buf: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    body.encode(buf, version)
+        .map_err(|e| EncodeError::Protocol(e.to_string()))
+}
+
+/// A decoder's error as the API table's decoders report it.
+#[must_use]
+pub fn reason(e: WireError) -> String {
+    e.to_string()
+}
 
 /// Why a legacy request body does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1176,22 +1176,11 @@ fn append_commit_refusals(
     refused: Vec<m::offset_commit_request::OffsetCommitRequestTopic>,
     error: i16,
 ) {
-    for t in refused {
-        let mut topic = m::offset_commit_response::OffsetCommitResponseTopic::default();
-        topic.name = t.name;
-        topic.topic_id = t.topic_id;
-        topic.partitions = t
-            .partitions
+    resp.topics.extend(
+        refused
             .iter()
-            .map(|p| {
-                let mut pr = m::offset_commit_response::OffsetCommitResponsePartition::default();
-                pr.partition_index = p.partition_index;
-                pr.error_code = error;
-                pr
-            })
-            .collect();
-        resp.topics.push(topic);
-    }
+            .map(|t| crate::coordinator::group::topic_ids::answer_commit_topic(t, error)),
+    );
 }
 
 fn offset_fetch(

@@ -44,20 +44,22 @@ fn id_of(registry: &TopicRegistry, name: &TopicName) -> Uuid {
     registry.get(name.0.as_str()).map_or(Uuid::nil(), |m| m.id)
 }
 
-/// Names the topics of an OffsetCommit v10 by their ids, taking out those
-/// whose id is unknown.
-pub fn name_commit(
+/// Names `topics` by their ids (`name_and_id` reaches a topic's two
+/// fields), taking out those whose id is unknown.
+fn name_topics<T: Default>(
     registry: &TopicRegistry,
-    request: &mut OffsetCommitRequest,
-) -> UnknownIds<OffsetCommitRequestTopic> {
+    topics: &mut Vec<T>,
+    name_and_id: impl Fn(&mut T) -> (&mut TopicName, Uuid),
+) -> UnknownIds<T> {
     let mut unknown = Vec::new();
-    request.topics.retain_mut(|topic| {
-        if !topic.name.0.is_empty() {
+    topics.retain_mut(|topic| {
+        let (name, id) = name_and_id(topic);
+        if !name.0.is_empty() {
             return true;
         }
-        match name_of(registry, topic.topic_id) {
-            Some(name) => {
-                topic.name = name;
+        match name_of(registry, id) {
+            Some(found) => {
+                *name = found;
                 true
             }
             None => {
@@ -67,6 +69,15 @@ pub fn name_commit(
         }
     });
     UnknownIds(unknown)
+}
+
+/// Names the topics of an OffsetCommit v10 by their ids, taking out those
+/// whose id is unknown.
+pub fn name_commit(
+    registry: &TopicRegistry,
+    request: &mut OffsetCommitRequest,
+) -> UnknownIds<OffsetCommitRequestTopic> {
+    name_topics(registry, &mut request.topics, |t| (&mut t.name, t.topic_id))
 }
 
 /// Puts the topic ids into an OffsetCommit v10 response and answers the
@@ -82,20 +93,31 @@ pub fn id_commit_response(
         }
     }
     let code = ResponseError::UnknownTopicId.code();
-    response.topics.extend(unknown.0.into_iter().map(|t| {
-        OffsetCommitResponseTopic::default()
-            .with_topic_id(t.topic_id)
-            .with_partitions(
-                t.partitions
-                    .iter()
-                    .map(|p| {
-                        OffsetCommitResponsePartition::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(code)
-                    })
-                    .collect(),
-            )
-    }));
+    response
+        .topics
+        .extend(unknown.0.iter().map(|t| answer_commit_topic(t, code)));
+}
+
+/// The answer to every partition of a commit's `topic`: `code`.
+#[must_use]
+pub fn answer_commit_topic(
+    topic: &OffsetCommitRequestTopic,
+    code: i16,
+) -> OffsetCommitResponseTopic {
+    OffsetCommitResponseTopic::default()
+        .with_name(topic.name.clone())
+        .with_topic_id(topic.topic_id)
+        .with_partitions(
+            topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                })
+                .collect(),
+        )
 }
 
 /// Names the topics of an OffsetFetch v10 by their ids, taking out those
@@ -107,26 +129,9 @@ pub fn name_fetch(
     request
         .groups
         .iter_mut()
-        .map(|group| {
-            let mut unknown = Vec::new();
-            if let Some(topics) = &mut group.topics {
-                topics.retain_mut(|topic| {
-                    if !topic.name.0.is_empty() {
-                        return true;
-                    }
-                    match name_of(registry, topic.topic_id) {
-                        Some(name) => {
-                            topic.name = name;
-                            true
-                        }
-                        None => {
-                            unknown.push(std::mem::take(topic));
-                            false
-                        }
-                    }
-                });
-            }
-            UnknownIds(unknown)
+        .map(|group| match &mut group.topics {
+            Some(topics) => name_topics(registry, topics, |t| (&mut t.name, t.topic_id)),
+            None => UnknownIds::default(),
         })
         .collect()
 }

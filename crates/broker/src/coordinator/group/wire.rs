@@ -263,21 +263,7 @@ fn refuse_unavailable(
             let topics = r
                 .topics
                 .iter()
-                .map(|t| {
-                    OffsetCommitResponseTopic::default()
-                        .with_name(t.name.clone())
-                        .with_topic_id(t.topic_id)
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    OffsetCommitResponsePartition::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(code)
-                                })
-                                .collect(),
-                        )
-                })
+                .map(|t| topic_ids::answer_commit_topic(t, code))
                 .collect();
             let response = OffsetCommitResponse::default().with_topics(topics);
             Some(encode_response(api_key, version, id, &response))

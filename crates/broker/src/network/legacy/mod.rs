@@ -32,8 +32,10 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 
+pub use super::wire::EncodeError;
+
 use {
-    super::wire,
+    super::wire::{self, reason},
     bytes::BytesMut,
     kafka_protocol::messages::{
         ApiKey, CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse,
@@ -42,24 +44,6 @@ use {
     },
     std::any::Any,
 };
-
-/// Why a response cannot be written at a legacy version.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EncodeError {
-    /// The API or version has no legacy encoder, or the response is not of
-    /// the API's type (a bug: the table and this module disagree).
-    #[error("no legacy encoder of {api:?} v{version} for this response")]
-    NoEncoder {
-        /// The API.
-        api: ApiKey,
-        /// The version.
-        version: i16,
-    },
-    /// `kafka-protocol` refused the body at the version whose wire form the
-    /// legacy version shares.
-    #[error("{0}")]
-    Protocol(String),
-}
 
 /// Writes `body`, the modern response of `api`, at legacy `version`.
 ///
@@ -118,11 +102,6 @@ pub fn encode_body<R: Any>(
         _ => None,
     }
     .ok_or(missing)
-}
-
-/// The decoder's error as the API table's decoders report it.
-fn reason(e: wire::WireError) -> String {
-    e.to_string()
 }
 
 #[cfg(test)]

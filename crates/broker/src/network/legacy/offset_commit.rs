@@ -21,7 +21,7 @@ use {
             GroupId, OffsetCommitRequest, OffsetCommitResponse, TopicName,
             offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
         },
-        protocol::{Encodable, StrBytes},
+        protocol::StrBytes,
     },
 };
 
@@ -74,7 +74,5 @@ fn partition(r: &mut Reader<'_>, version: i16) -> Result<OffsetCommitRequestPart
 ///
 /// [`EncodeError::Protocol`] if `kafka-protocol` refuses it.
 pub fn encode(response: &OffsetCommitResponse, buf: &mut BytesMut) -> Result<(), EncodeError> {
-    response
-        .encode(buf, RESPONSE_AS)
-        .map_err(|e| EncodeError::Protocol(e.to_string()))
+    super::wire::encode_as(response, RESPONSE_AS, buf)
 }

@@ -12,7 +12,7 @@ use {
     bytes::{Bytes, BytesMut},
     kafka_protocol::{
         messages::{OffsetFetchRequest, OffsetFetchResponse},
-        protocol::{Decodable, Encodable},
+        protocol::Decodable,
     },
 };
 
@@ -35,7 +35,5 @@ pub fn decode(buf: &mut Bytes, _version: i16) -> Result<Request, String> {
 ///
 /// [`EncodeError::Protocol`] if `kafka-protocol` refuses it.
 pub fn encode(response: &OffsetFetchResponse, buf: &mut BytesMut) -> Result<(), EncodeError> {
-    response
-        .encode(buf, SAME_AS)
-        .map_err(|e| EncodeError::Protocol(e.to_string()))
+    super::wire::encode_as(response, SAME_AS, buf)
 }

@@ -23,36 +23,17 @@ pub mod list_offsets;
 pub mod offset_commit;
 pub mod offset_fetch;
 
+pub use super::wire::EncodeError;
+
 use {
-    super::wire,
+    super::wire::{encode_as, reason},
     bytes::BytesMut,
-    kafka_protocol::{
-        messages::{
-            ApiKey, ApiVersionsResponse, DeleteGroupsResponse, DescribeLogDirsResponse,
-            ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse,
-        },
-        protocol::Encodable,
+    kafka_protocol::messages::{
+        ApiKey, ApiVersionsResponse, DeleteGroupsResponse, DescribeLogDirsResponse,
+        ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse,
     },
     std::any::Any,
 };
-
-/// Why a response cannot be written at a newer version.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EncodeError {
-    /// The API or version has no newer encoder, or the response is not of
-    /// the API's type (a bug: the table and this module disagree).
-    #[error("no encoder of {api:?} v{version} for this response")]
-    NoEncoder {
-        /// The API.
-        api: ApiKey,
-        /// The version.
-        version: i16,
-    },
-    /// `kafka-protocol` refused the body at the version whose wire form the
-    /// newer version shares.
-    #[error("{0}")]
-    Protocol(String),
-}
 
 /// Writes `body`, the response of `api`, at newer `version`.
 ///
@@ -97,18 +78,6 @@ pub fn encode_body<R: Any>(
             .map(|r| describe_log_dirs::encode(r, buf)),
         _ => Err(missing),
     }
-}
-
-/// Writes `body` at `version`, the `kafka-protocol` version whose wire form
-/// a newer version shares.
-fn encode_as<R: Encodable>(body: &R, version: i16, buf: &mut BytesMut) -> Result<(), EncodeError> {
-    body.encode(buf, version)
-        .map_err(|e| EncodeError::Protocol(e.to_string()))
-}
-
-/// The decoder's error as the API table's decoders report it.
-fn reason(e: wire::WireError) -> String {
-    e.to_string()
 }
 
 #[cfg(test)]

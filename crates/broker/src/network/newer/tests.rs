@@ -25,7 +25,7 @@ use {
             list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
             list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse},
         },
-        protocol::{StrBytes, encode_request_header_into_buffer},
+        protocol::{Encodable, StrBytes, encode_request_header_into_buffer},
     },
 };
 
