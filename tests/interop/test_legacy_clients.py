@@ -79,15 +79,15 @@ def test_api_versions_advertise_legacy_ranges_only_when_enabled(broker_factory):
     # DescribeConfigs, OffsetCommit, OffsetFetch, then the two below.
     assert on[0] == (0, 13) and off[0] == (0, 13)  # Produce: KAFKA-18659 either way
     assert on[1] == (0, 18) and off[1] == (4, 18)
-    assert on[2] == (0, 10) and off[2] == (1, 10)
+    assert on[2] == (0, 11) and off[2] == (1, 11)
     assert on[3] == off[3] == (0, 13)
     assert on[19] == (0, 7) and off[19] == (2, 7)
     assert on[20] == (0, 6) and off[20] == (1, 6)
     assert on[32] == (0, 4) and off[32] == (1, 4)
     assert on[23] == (0, 4) and off[23] == (2, 4)  # OffsetForLeaderEpoch
-    assert on[35] == (0, 4) and off[35] == (1, 4)  # DescribeLogDirs
-    assert on[8] == (0, 9) and off[8] == (2, 9)
-    assert on[9] == (0, 9) and off[9] == (1, 9)
+    assert on[35] == (0, 5) and off[35] == (1, 5)  # DescribeLogDirs
+    assert on[8] == (0, 10) and off[8] == (2, 10)
+    assert on[9] == (0, 10) and off[9] == (1, 10)
     # Everything else is the same.
     assert {k: v for k, v in on.items() if k not in (1, 2, 8, 9, 19, 20, 23, 32, 35)} == \
         {k: v for k, v in off.items() if k not in (1, 2, 8, 9, 19, 20, 23, 32, 35)}
