@@ -12,8 +12,8 @@ use {
     kafka_protocol::{
         error::ResponseError,
         messages::{
-            OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
-            TopicName,
+            GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+            OffsetFetchResponse, TopicName,
             offset_commit_request::OffsetCommitRequestTopic,
             offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
             offset_fetch_request::OffsetFetchRequestTopics,
@@ -121,17 +121,20 @@ pub fn answer_commit_topic(
 }
 
 /// Names the topics of an OffsetFetch v10 by their ids, taking out those
-/// whose id is unknown (per group, in the request's order).
+/// whose id is unknown, by group.
 pub fn name_fetch(
     registry: &TopicRegistry,
     request: &mut OffsetFetchRequest,
-) -> Vec<UnknownIds<OffsetFetchRequestTopics>> {
+) -> Vec<(GroupId, UnknownIds<OffsetFetchRequestTopics>)> {
     request
         .groups
         .iter_mut()
-        .map(|group| match &mut group.topics {
-            Some(topics) => name_topics(registry, topics, |t| (&mut t.name, t.topic_id)),
-            None => UnknownIds::default(),
+        .map(|group| {
+            let unknown = match &mut group.topics {
+                Some(topics) => name_topics(registry, topics, |t| (&mut t.name, t.topic_id)),
+                None => UnknownIds::default(),
+            };
+            (group.group_id.clone(), unknown)
         })
         .collect()
 }
@@ -141,9 +144,8 @@ pub fn name_fetch(
 /// no id to be named by, and is left out.
 pub fn id_fetch_response(
     registry: &TopicRegistry,
-    request_groups: &[kafka_protocol::messages::GroupId],
     response: &mut OffsetFetchResponse,
-    unknown: Vec<UnknownIds<OffsetFetchRequestTopics>>,
+    unknown: Vec<(GroupId, UnknownIds<OffsetFetchRequestTopics>)>,
 ) {
     let code = ResponseError::UnknownTopicId.code();
     for group in &mut response.groups {
@@ -154,8 +156,8 @@ pub fn id_fetch_response(
         }
         group.topics.retain(|t| !t.topic_id.is_nil());
     }
-    for (group_id, unknown) in request_groups.iter().zip(unknown) {
-        let Some(group) = response.groups.iter_mut().find(|g| &g.group_id == group_id) else {
+    for (group_id, unknown) in unknown {
+        let Some(group) = response.groups.iter_mut().find(|g| g.group_id == group_id) else {
             continue;
         };
         group.topics.extend(unknown.0.into_iter().map(|t| {

@@ -132,7 +132,6 @@ pub async fn handle(
         }
         GroupRequest::OffsetFetch(mut r) => {
             let by_id = version >= topic_ids::FIRST_VERSION_BY_ID;
-            let groups: Vec<_> = r.groups.iter().map(|g| g.group_id.clone()).collect();
             let unknown = by_id.then(|| topic_ids::name_fetch(&broker.registry, &mut r));
             let mut response = fixup.fill(c.offset_fetch(&ctx, r).await);
             for g in &mut response.groups {
@@ -142,7 +141,7 @@ pub async fn handle(
                 }
             }
             if let Some(unknown) = unknown {
-                topic_ids::id_fetch_response(&broker.registry, &groups, &mut response, unknown);
+                topic_ids::id_fetch_response(&broker.registry, &mut response, unknown);
             }
             encode_response(api_key, version, id, &response)
         }

@@ -29,15 +29,22 @@ use {
     },
 };
 
-/// A whole request frame (no size prefix) of `api` at `version` whose body
-/// is `body` written at `body_as`.
-fn frame<R: Encodable>(api: ApiKey, version: i16, body: &R, body_as: i16) -> Bytes {
+/// A request header of `api` at `version` (correlation id 7), to which a
+/// test appends the body.
+fn header(api: ApiKey, version: i16) -> BytesMut {
     let mut header = RequestHeader::default();
     header.request_api_key = api as i16;
     header.request_api_version = version;
     header.correlation_id = 7;
     let mut buf = BytesMut::new();
     encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    buf
+}
+
+/// A whole request frame (no size prefix) of `api` at `version` whose body
+/// is `body` written at `body_as`.
+fn frame<R: Encodable>(api: ApiKey, version: i16, body: &R, body_as: i16) -> Bytes {
+    let mut buf = header(api, version);
     body.encode(&mut buf, body_as).unwrap();
     buf.freeze()
 }
@@ -219,11 +226,7 @@ fn the_table_names_a_newer_decoder_for_each_newer_version() {
 /// An OffsetCommit v10 frame: group "g", member epoch 3, member "m", no
 /// instance id, one topic by `id` with partition 1 at offset 42.
 fn offset_commit_v10(id: uuid::Uuid) -> Bytes {
-    let mut header = RequestHeader::default();
-    header.request_api_key = ApiKey::OffsetCommit as i16;
-    header.request_api_version = 10;
-    let mut buf = BytesMut::new();
-    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    let mut buf = header(ApiKey::OffsetCommit, 10);
     buf.put_compact_string(Some("g"));
     buf.put_i32(3);
     buf.put_compact_string(Some("m"));
@@ -302,11 +305,7 @@ fn offset_commit_v10_names_topics_by_id() {
 #[test]
 fn offset_fetch_v10_names_topics_by_id() {
     let id = uuid::Uuid::from_u128(0xbeef);
-    let mut header = RequestHeader::default();
-    header.request_api_key = ApiKey::OffsetFetch as i16;
-    header.request_api_version = 10;
-    let mut buf = BytesMut::new();
-    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    let mut buf = header(ApiKey::OffsetFetch, 10);
     buf.put_compact_count(2);
     // Group "a": member "m" at epoch 5, topic `id` partitions 0 and 2.
     buf.put_compact_string(Some("a"));
@@ -347,11 +346,7 @@ fn offset_fetch_v10_names_topics_by_id() {
 /// An ApiVersions v5 frame from "kcat" 1.0 expecting `cluster` and node
 /// `node`.
 fn api_versions_v5(cluster: Option<&str>, node: i32) -> Bytes {
-    let mut header = RequestHeader::default();
-    header.request_api_key = ApiKey::ApiVersions as i16;
-    header.request_api_version = 5;
-    let mut buf = BytesMut::new();
-    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    let mut buf = header(ApiKey::ApiVersions, 5);
     buf.put_compact_string(Some("kcat"));
     buf.put_compact_string(Some("1.0"));
     buf.put_compact_string(cluster);
@@ -377,11 +372,7 @@ fn api_versions_v5_carries_the_expected_cluster_and_node() {
     };
     check!(!bootstrap.mismatches("c1", 3));
     // v6 is still unknown: the v0 fallback.
-    let mut header = RequestHeader::default();
-    header.request_api_key = ApiKey::ApiVersions as i16;
-    header.request_api_version = 6;
-    let mut buf = BytesMut::new();
-    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    let buf = header(ApiKey::ApiVersions, 6);
     check!(matches!(
         decoded(buf.freeze()),
         Request::ApiVersionsUnsupported
