@@ -512,40 +512,57 @@ pub fn check_record_frames(
     Ok(())
 }
 
-/// Decodes the records of one whole batch (any codec). For LogAppendTime
-/// batches every record's timestamp is the batch's max timestamp, as Kafka
-/// defines it. The record count and every record's lengths and header
-/// count are checked against the (decompressed) record bytes before any
-/// record is decoded.
+/// Decodes the records of one whole batch (any codec) the log holds. For
+/// LogAppendTime batches every record's timestamp is the batch's max
+/// timestamp, as Kafka defines it. Compressed records inflate into at most
+/// [`crate::compression::STORED_BATCH_INFLATE_LIMIT`] bytes (see there why
+/// not the produce bound). The record count and every record's lengths and
+/// header count are checked against the (decompressed) record bytes before
+/// any record is decoded.
 ///
 /// # Errors
 ///
+/// [`LogError::DecompressedTooLarge`] past that bound,
 /// [`LogError::CorruptRecord`] if the batch is corrupt, its record count
 /// cannot fit in its records, or the decoder refuses the batch.
 pub fn decode_records(batch: &[u8]) -> Result<Vec<Record>, LogError> {
-    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
     let header = check_batch(batch)?;
     let size = header.size() as usize;
     let count = header.record_count;
     let mut buf = Bytes::copy_from_slice(batch.get(..size).unwrap_or(batch));
-    let take = |b: &mut Bytes| Ok(std::mem::take(b));
+    // The decoder's callback can only return an `anyhow` error; the
+    // refusal is kept here to be returned as itself.
+    let refusal = std::cell::Cell::new(None);
     let plain_records = |records: &mut Bytes, compression: Compression| {
         let plain = match compression {
-            Compression::None => std::mem::take(records),
-            Compression::Gzip => <Gzip as Decompressor<Bytes>>::decompress(records, take)?,
-            Compression::Snappy => <Snappy as Decompressor<Bytes>>::decompress(records, take)?,
-            Compression::Lz4 => <Lz4 as Decompressor<Bytes>>::decompress(records, take)?,
-            Compression::Zstd => <Zstd as Decompressor<Bytes>>::decompress(records, take)?,
-        };
-        if let Err(e) = check_record_count(count, plain.len())
-            .and_then(|()| check_record_frames(&plain, header.base_offset, header.base_timestamp))
-        {
-            Err(std::io::Error::other(e.to_string()))?;
+            Compression::None => Ok(std::mem::take(records)),
+            codec => crate::compression::inflate(
+                codec,
+                records,
+                crate::compression::STORED_BATCH_INFLATE_LIMIT,
+            ),
         }
-        Ok(plain)
+        .and_then(|plain| {
+            check_record_count(count, plain.len()).and_then(|()| {
+                check_record_frames(&plain, header.base_offset, header.base_timestamp)
+            })?;
+            Ok(plain)
+        });
+        match plain {
+            Ok(plain) => Ok(plain),
+            Err(e) => {
+                let message = e.to_string();
+                refusal.set(Some(e));
+                Err(std::io::Error::other(message).into())
+            }
+        }
     };
-    let set = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(plain_records))
-        .map_err(|e| LogError::corrupt(format!("decoding batch: {e}")))?;
+    let decoded = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(plain_records));
+    let set = match (decoded, refusal.take()) {
+        (Ok(set), _) => set,
+        (Err(_), Some(e)) => return Err(e),
+        (Err(e), None) => return Err(LogError::corrupt(format!("decoding batch: {e}"))),
+    };
     let mut records = set.records;
     if header.is_log_append_time() {
         for r in &mut records {

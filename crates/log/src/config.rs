@@ -1,8 +1,9 @@
 //! Per-partition log configuration, named after Kafka's topic configs.
 //!
-//! Every field maps to one Kafka topic config (named in its doc comment) and
-//! `Default` gives Kafka's default, so a broker can fill a `LogConfig` straight
-//! from `server.properties` / `AlterConfigs` values.
+//! Every field but one maps to one Kafka topic config (named in its doc
+//! comment) and `Default` gives Kafka's default, so a broker can fill a
+//! `LogConfig` straight from `server.properties` / `AlterConfigs` values; the
+//! exception is the broker-wide bound on inflating a client's batch.
 
 /// `cleanup.policy`: what happens to old data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -171,6 +172,12 @@ pub struct LogConfig {
     /// `message.timestamp.after.max.ms` (1 hour, Kafka 4.0's default): with
     /// CreateTime, how far in the future a record's timestamp may be.
     pub message_timestamp_after_max_ms: Option<u64>,
+    /// Not a topic config: Krabka's broker setting
+    /// `krabka.decompressed.batch.max.bytes` (64 MiB), carried here because
+    /// the log's checks open a client's compressed batches. The most bytes
+    /// one batch's records may inflate to; a batch past it is refused
+    /// ([`crate::LogError::DecompressedTooLarge`]) without being inflated.
+    pub decompressed_batch_max_bytes: usize,
 }
 
 /// Kafka's default `segment.bytes`.
@@ -200,6 +207,7 @@ impl Default for LogConfig {
             compression_type: CompressionType::Producer,
             message_timestamp_before_max_ms: None,
             message_timestamp_after_max_ms: Some(3_600_000),
+            decompressed_batch_max_bytes: crate::compression::DEFAULT_DECOMPRESSED_BATCH_MAX_BYTES,
         }
     }
 }

@@ -41,6 +41,19 @@ pub enum LogError {
         /// The configured limit.
         max: u64,
     },
+    /// Compressed records inflate past the bound they are read with
+    /// (`krabka.decompressed.batch.max.bytes` for a client's batch), so
+    /// they were not inflated (`MESSAGE_TOO_LARGE`, Kafka's
+    /// `RecordTooLargeException`).
+    #[error(
+        "the {codec}-compressed records of the batch decompress to more than {limit} bytes (krabka.decompressed.batch.max.bytes)"
+    )]
+    DecompressedTooLarge {
+        /// The batch's codec.
+        codec: &'static str,
+        /// The bound, in bytes.
+        limit: usize,
+    },
     /// The whole append is larger than a segment (`RECORD_LIST_TOO_LARGE`).
     #[error("append of {size} bytes exceeds segment.bytes {max}")]
     RecordListTooLarge {
@@ -162,7 +175,7 @@ impl LogError {
                     87
                 }
             }
-            Self::RecordTooLarge { .. } => 10,
+            Self::RecordTooLarge { .. } | Self::DecompressedTooLarge { .. } => 10,
             Self::RecordListTooLarge { .. } => 18,
             Self::OffsetOutOfRange { .. } => 1,
             Self::OutOfOrderSequence { .. } => 45,

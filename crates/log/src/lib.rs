@@ -27,6 +27,7 @@
 pub mod batch;
 pub mod checkpoint;
 mod cleaner;
+pub mod compression;
 
 mod clock;
 mod config;

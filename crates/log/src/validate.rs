@@ -12,6 +12,10 @@
 //! - `compression.type` names a codec other than the batch's: the records
 //!   are recompressed, as Kafka does.
 //!
+//! An opened batch inflates into at most `krabka.decompressed.batch.max.bytes`
+//! ([`LogConfig::decompressed_batch_max_bytes`]): a batch that would inflate
+//! further is refused whole, as too large, before that memory is taken.
+//!
 //! The records are walked in their wire form, never decoded into values, so
 //! the checks see exactly what the client sent and a recompressed batch
 //! carries the very same record bytes (keys, values, duplicate or non-UTF-8
@@ -24,9 +28,9 @@ use {
         LogConfig, LogError, TimestampType,
         batch::{self, BatchHeader, HEADER_SIZE},
     },
-    bytes::{BufMut, Bytes, BytesMut},
+    bytes::{BufMut, BytesMut},
     kafka_protocol::{
-        compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd},
+        compression::{Compressor, Gzip, Lz4, Snappy, Zstd},
         records::Compression,
     },
 };
@@ -60,8 +64,9 @@ impl std::fmt::Display for RecordError {
 /// # Errors
 ///
 /// [`LogError::RecordErrors`] naming every refused record,
-/// [`LogError::CorruptRecord`] when the records cannot be walked or
-/// (de)compressed.
+/// [`LogError::DecompressedTooLarge`] when the records inflate past
+/// `config.decompressed_batch_max_bytes`, [`LogError::CorruptRecord`] when
+/// they cannot be walked or decompressed.
 pub fn validate_batch(
     batch: &[u8],
     header: &BatchHeader,
@@ -85,7 +90,7 @@ pub fn validate_batch(
     let payload = batch
         .get(HEADER_SIZE..size)
         .ok_or_else(|| LogError::corrupt("batch shorter than its header says"))?;
-    let raw = decompress(codec, payload)?;
+    let raw = crate::compression::inflate(codec, payload, config.decompressed_batch_max_bytes)?;
     if check_timestamps || check_keys {
         let mut errors = Vec::new();
         let mut timestamp_error = false;
@@ -239,19 +244,6 @@ pub(crate) fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
     None
 }
 
-fn decompress(codec: Compression, payload: &[u8]) -> Result<Bytes, LogError> {
-    let mut input = Bytes::copy_from_slice(payload);
-    let take = |out: &mut Bytes| Ok(std::mem::take(out));
-    let result = match codec {
-        Compression::None => return Ok(input),
-        Compression::Gzip => Gzip::decompress(&mut input, take),
-        Compression::Snappy => Snappy::decompress(&mut input, take),
-        Compression::Lz4 => Lz4::decompress(&mut input, take),
-        Compression::Zstd => Zstd::decompress(&mut input, take),
-    };
-    result.map_err(|e| LogError::corrupt(format!("decompressing {codec:?} records: {e}")))
-}
-
 fn compress(codec: Compression, raw: &[u8]) -> Result<Vec<u8>, LogError> {
     let mut out = BytesMut::with_capacity(raw.len() / 2 + 64);
     let fill = |tmp: &mut BytesMut| {
@@ -277,33 +269,32 @@ mod tests {
     use {
         super::*,
         crate::CompressionType,
+        bytes::Bytes,
         kafka_protocol::records::{
             Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
             TimestampType as Wire,
         },
     };
 
-    fn batch(keys: &[Option<&str>], timestamps: &[i64], codec: Compression) -> Vec<u8> {
-        let records: Vec<Record> = keys
-            .iter()
-            .zip(timestamps)
-            .enumerate()
-            .map(|(i, (k, ts))| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: 7,
-                producer_epoch: 1,
-                timestamp_type: Wire::Creation,
-                offset: i as i64,
-                sequence: i as i32,
-                timestamp: *ts,
-                key: k.map(|k| Bytes::copy_from_slice(k.as_bytes())),
-                value: Some(Bytes::from(vec![b'v'; 300])),
-                headers: Default::default(),
-            })
-            .collect();
+    fn record(i: usize, key: Option<&[u8]>, value: Vec<u8>) -> Record {
+        Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: 7,
+            producer_epoch: 1,
+            timestamp_type: Wire::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1,
+            key: key.map(Bytes::copy_from_slice),
+            value: Some(Bytes::from(value)),
+            headers: Default::default(),
+        }
+    }
+
+    fn encode(records: Vec<Record>, codec: Compression) -> Vec<u8> {
         let mut buf = BytesMut::new();
         RecordBatchEncoder::encode(
             &mut buf,
@@ -315,6 +306,19 @@ mod tests {
         )
         .unwrap();
         buf.to_vec()
+    }
+
+    fn batch(keys: &[Option<&str>], timestamps: &[i64], codec: Compression) -> Vec<u8> {
+        let records: Vec<Record> = keys
+            .iter()
+            .zip(timestamps)
+            .enumerate()
+            .map(|(i, (k, ts))| Record {
+                timestamp: *ts,
+                ..record(i, k.map(str::as_bytes), vec![b'v'; 300])
+            })
+            .collect();
+        encode(records, codec)
     }
 
     fn check(bytes: &[u8], config: &LogConfig, now: i64) -> Result<Option<Vec<u8>>, LogError> {
@@ -433,6 +437,46 @@ mod tests {
             let original = RecordBatchDecoder::decode(&mut Bytes::from(sent)).unwrap();
             assert_eq!(decoded.records, original.records);
         }
+    }
+
+    #[test]
+    fn a_batch_inflating_past_the_bound_is_refused_as_too_large() {
+        let bound = 1 << 20;
+        let mut config = LogConfig {
+            cleanup_policy: crate::CleanupPolicy::Compact,
+            decompressed_batch_max_bytes: bound,
+            ..LogConfig::default()
+        };
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let bomb = encode(vec![record(0, Some(b"k"), vec![0; 2 * bound])], codec);
+            let refused = check(&bomb, &config, 0);
+            assert!(
+                matches!(
+                    &refused,
+                    Err(e @ LogError::DecompressedTooLarge { limit, .. })
+                        if *limit == bound && e.kafka_error_code() == 10
+                ),
+                "{codec:?}: {refused:?}"
+            );
+        }
+        // A topic that recompresses opens the batch too; a larger bound admits it.
+        config.cleanup_policy = crate::CleanupPolicy::Delete;
+        config.compression_type = CompressionType::Lz4;
+        let batch = encode(
+            vec![record(0, Some(b"k"), vec![0; 2 * bound])],
+            Compression::Gzip,
+        );
+        assert!(matches!(
+            check(&batch, &config, 0),
+            Err(LogError::DecompressedTooLarge { .. })
+        ));
+        config.decompressed_batch_max_bytes = 4 * bound;
+        assert!(check(&batch, &config, 0).unwrap().is_some());
     }
 
     #[test]

@@ -326,6 +326,16 @@ pub const BROKER_SETTINGS: &[BrokerSetting] = &[
         "Memory all fetch responses being read, built or sent may hold at once; a fetch waits for its share.",
     ),
     broker(
+        "krabka.decompressed.batch.max.bytes",
+        Some("67108864"),
+        ConfigKind::Int {
+            min: krabka_log::compression::MIN_DECOMPRESSED_BATCH_MAX_BYTES as i64,
+            max: krabka_log::compression::MAX_DECOMPRESSED_BATCH_MAX_BYTES as i64,
+        },
+        false,
+        "The most bytes one produced batch's compressed records may inflate to when the broker opens them (any codec, message formats v0-v2); a batch past it is refused with MESSAGE_TOO_LARGE before that memory is taken.",
+    ),
+    broker(
         "krabka.legacy.protocol.enable",
         Some("false"),
         ConfigKind::Boolean,

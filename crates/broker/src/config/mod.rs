@@ -159,6 +159,10 @@ pub struct BrokerConfig {
     /// `krabka.legacy.protocol.enable`: also serve the request versions
     /// Kafka 4 removed (KIP-896), see [`crate::network::legacy`].
     pub legacy_protocol: bool,
+    /// `krabka.decompressed.batch.max.bytes`: the most bytes a produced
+    /// batch's compressed records may inflate to (see
+    /// [`krabka_log::compression`]).
+    pub decompressed_batch_max_bytes: usize,
     /// `krabka.transaction.version`: the `transaction.version` feature
     /// level announced in ApiVersions.
     pub transaction_version: i16,
@@ -315,6 +319,12 @@ impl BrokerConfig {
             delete_topic_enable: value("delete.topic.enable").eq_ignore_ascii_case("true"),
             socket_request_max_bytes,
             legacy_protocol: value("krabka.legacy.protocol.enable").eq_ignore_ascii_case("true"),
+            decompressed_batch_max_bytes: usize::try_from(int(
+                "krabka.decompressed.batch.max.bytes",
+            )?)
+            .map_err(|_| {
+                BrokerError::Config("krabka.decompressed.batch.max.bytes out of range".into())
+            })?,
             transaction_version: i16::try_from(int("krabka.transaction.version")?).map_err(
                 |_| BrokerError::Config("krabka.transaction.version out of range".into()),
             )?,
@@ -469,6 +479,17 @@ mod tests {
         check!(config.socket_request_max_bytes == 104_857_600);
         check!(config.num_partitions == 1);
         check!(config.static_value("log.retention.ms").0.as_deref() == Some("604800000"));
+        check!(
+            config.decompressed_batch_max_bytes
+                == krabka_log::compression::DEFAULT_DECOMPRESSED_BATCH_MAX_BYTES
+        );
+        // The bound is a setting, checked against its range.
+        let small = build(&[("krabka.decompressed.batch.max.bytes", "2097152")]).unwrap();
+        check!(small.decompressed_batch_max_bytes == 2 << 20);
+        let err = build(&[("krabka.decompressed.batch.max.bytes", "1024")])
+            .unwrap_err()
+            .to_string();
+        check!(err.contains("krabka.decompressed.batch.max.bytes"));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Produce: batches are handed to the partition's log exactly as sent; the
 //! log validates them (CRC, sizes, `max.message.bytes`, idempotent
-//! sequences and epochs), assigns offsets and applies LogAppendTime.
+//! sequences and epochs, what compressed records inflate to), assigns
+//! offsets and applies LogAppendTime. The message sets of Produce v0–v2
+//! are first converted to v2 batches.
 //!
 //! On a single node every acks level means "written to this node's log":
 //! acks=1 and acks=-1 both answer after the append; acks=-1 additionally
@@ -9,7 +11,7 @@
 //! telling a producer that does not read answers).
 
 use {
-    crate::{broker::Broker, metrics},
+    crate::{broker::Broker, metrics, network::legacy::produce as legacy},
     kafka_protocol::{
         error::ResponseError,
         messages::{
@@ -103,10 +105,18 @@ pub fn queue_produce(
     broker: &Arc<Broker>,
     version: i16,
     client_id: &str,
-    request: ProduceRequest,
+    mut request: ProduceRequest,
     txn_refused: Option<&(i16, String)>,
 ) -> QueuedProduce {
     let by_id = version >= 13;
+    // Produce v0–v2 carries message sets: converted to v2 batches first,
+    // within the broker's bound on inflating them.
+    let mut conversions = if version <= legacy::MAX_VERSION {
+        legacy::convert(&mut request, broker.config.decompressed_batch_max_bytes)
+    } else {
+        Vec::new()
+    }
+    .into_iter();
     let transactional = request
         .transactional_id
         .as_ref()
@@ -137,6 +147,7 @@ pub fn queue_produce(
             broker.registry.get(&topic.name.0)
         };
         for data in topic.partition_data {
+            let conversion = conversions.next().flatten();
             let refuse = |code: ResponseError, message: String| {
                 partition_error(data.index, code.code(), Some(message))
             };
@@ -155,6 +166,8 @@ pub fn queue_produce(
                     ResponseError::TransactionalIdAuthorizationFailed,
                     "transactional records need a transactional.id".into(),
                 )
+            } else if let Some((code, message)) = conversion {
+                refuse(code, message)
             } else if let Some((code, message)) = transactional
                 .then_some(meta.as_ref())
                 .flatten()
@@ -371,7 +384,17 @@ fn answer_append(
             r
         }
         Ok(Err(e)) => {
-            tracing::debug!(partition = ?partition, error = %e, "append refused");
+            if matches!(e, krabka_log::LogError::DecompressedTooLarge { .. }) {
+                // A client tried to make the broker inflate past its bound.
+                tracing::warn!(
+                    topic,
+                    partition = index,
+                    error = %e,
+                    "refused a batch that inflates past krabka.decompressed.batch.max.bytes"
+                );
+            } else {
+                tracing::debug!(partition = ?partition, error = %e, "append refused");
+            }
             let mut r = partition_error(index, e.kafka_error_code(), Some(e.to_string()));
             if let krabka_log::LogError::RecordErrors { records, .. } = e {
                 // KIP-467: the client fails exactly these records.

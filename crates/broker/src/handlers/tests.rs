@@ -26,25 +26,30 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     Arc::new(Broker::open(BrokerConfig::from_raw(&raw).unwrap()).unwrap())
 }
 
+/// Record `i` of a test batch: key "k", the given value.
+fn record(i: usize, value: Bytes) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: i64::try_from(i).unwrap(),
+        sequence: -1,
+        timestamp: 1_000 + i64::try_from(i).unwrap(),
+        key: Some(Bytes::from_static(b"k")),
+        value: Some(value),
+        headers: Default::default(),
+    }
+}
+
 fn batch(values: &[&str]) -> Bytes {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i64::try_from(i).unwrap(),
-            sequence: -1,
-            timestamp: 1_000 + i64::try_from(i).unwrap(),
-            key: Some(Bytes::from_static(b"k")),
-            value: Some(Bytes::copy_from_slice(v.as_bytes())),
-            headers: Default::default(),
-        })
+        .map(|(i, v)| record(i, Bytes::copy_from_slice(v.as_bytes())))
         .collect();
     crate::coordinator::state_topic::encode_v2_batch(&records).unwrap()
 }
@@ -667,4 +672,99 @@ async fn api_versions_v5_checks_the_cluster_and_node() {
         check!(refused.error_code == REBOOTSTRAP_REQUIRED);
         check!(refused.api_keys.is_empty());
     }
+}
+
+/// One v2 batch of one record whose value is `size` zeros, gzip-compressed:
+/// a few kilobytes that inflate to `size`.
+fn gzip_zeros(size: usize) -> Bytes {
+    let record = record(0, Bytes::from(vec![0; size]));
+    let mut out = bytes::BytesMut::new();
+    kafka_protocol::records::RecordBatchEncoder::encode(
+        &mut out,
+        [&record],
+        &kafka_protocol::records::RecordEncodeOptions {
+            version: 2,
+            compression: kafka_protocol::records::Compression::Gzip,
+        },
+    )
+    .unwrap();
+    out.freeze()
+}
+
+/// A broker whose topics compact (so every compressed batch is opened to
+/// check its keys) and whose bound on inflating a batch is 1 MiB.
+fn bounded_broker(dir: &std::path::Path) -> Arc<Broker> {
+    let mut raw = RawSettings::default();
+    raw.set("log.dirs", &dir.display().to_string(), "test");
+    raw.set("log.cleaner.enable", "false", "test");
+    raw.set("log.cleanup.policy", "compact", "test");
+    raw.set("krabka.decompressed.batch.max.bytes", "1048576", "test");
+    Arc::new(Broker::open(BrokerConfig::from_raw(&raw).unwrap()).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_inflating_past_the_bound_is_refused_for_its_partition_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = bounded_broker(dir.path());
+    create_topic_t(&broker).await;
+    let bomb = gzip_zeros(8 << 20);
+    check!(bomb.len() < 64 << 10);
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.timeout_ms = 1000;
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = name("t");
+    for (index, records) in [(0, bomb), (1, gzip_zeros(1000))] {
+        let mut p = produce_request::PartitionProduceData::default();
+        p.index = index;
+        p.records = Some(records);
+        t.partition_data.push(p);
+    }
+    r.topic_data.push(t);
+    let resp: ProduceResponse = call(&broker, ApiKey::Produce, 9, Request::Produce(r)).await;
+    let parts = &resp.responses[0].partition_responses;
+    check!(parts[0].error_code == kafka_protocol::ResponseError::MessageTooLarge.code());
+    check!(parts[0].base_offset == -1);
+    let message = parts[0].error_message.as_deref().unwrap_or_default();
+    check!(
+        message.contains("krabka.decompressed.batch.max.bytes"),
+        "{message}"
+    );
+    check!(message.contains("1048576"), "{message}");
+    check!(parts[1].error_code == 0);
+    check!(parts[1].base_offset == 0);
+    // Nothing of the refused batch was appended.
+    let high_watermark = |i| broker.partitions.get("t", i).unwrap().high_watermark();
+    check!(high_watermark(0) == 0);
+    check!(high_watermark(1) == 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_message_set_inflating_past_the_bound_is_refused_for_its_partition_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = bounded_broker(dir.path());
+    create_topic_t(&broker).await;
+    // Magic 1 gzip wrappers, as a Produce v2 client sends them.
+    let wrapper = |size| krabka_log::message_set::from_batches(&gzip_zeros(size), 1, 0, usize::MAX);
+    let mut r = ProduceRequest::default();
+    r.acks = 1;
+    r.timeout_ms = 1000;
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = name("t");
+    for (index, records) in [(0, wrapper(8 << 20)), (1, wrapper(1000))] {
+        let mut p = produce_request::PartitionProduceData::default();
+        p.index = index;
+        p.records = Some(records);
+        t.partition_data.push(p);
+    }
+    r.topic_data.push(t);
+    let answer = super::produce::queue_produce(&broker, 2, "old", r, None)
+        .answer()
+        .await
+        .response;
+    let parts = &answer.responses[0].partition_responses;
+    check!(parts[0].error_code == kafka_protocol::ResponseError::MessageTooLarge.code());
+    check!(parts[1].error_code == 0);
+    check!(parts[1].base_offset == 0);
+    check!(broker.partitions.get("t", 0).unwrap().high_watermark() == 0);
 }

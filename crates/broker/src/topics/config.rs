@@ -185,6 +185,7 @@ pub fn log_config(
             Some(v) => optional_from(v),
             None => defaults.message_timestamp_after_max_ms,
         },
+        decompressed_batch_max_bytes: config.decompressed_batch_max_bytes,
     };
     let remote_storage_enable =
         text("remote.storage.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));

@@ -193,7 +193,13 @@ fn every_truncation_is_refused() {
     }
 }
 
-fn v2_batch(base: i64, n: usize, control: bool, append_time: bool) -> Vec<u8> {
+fn v2_batch(
+    base: i64,
+    n: usize,
+    control: bool,
+    append_time: bool,
+    compression: Compression,
+) -> Vec<u8> {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
             transactional: control,
@@ -221,7 +227,7 @@ fn v2_batch(base: i64, n: usize, control: bool, append_time: bool) -> Vec<u8> {
         &records,
         &RecordEncodeOptions {
             version: 2,
-            compression: Compression::Gzip,
+            compression,
         },
     )
     .unwrap();
@@ -233,11 +239,13 @@ fn v2_batch(base: i64, n: usize, control: bool, append_time: bool) -> Vec<u8> {
     out
 }
 
+const NONE: Compression = Compression::None;
+
 #[test]
-fn batches_down_convert_to_both_magics() {
-    let mut batches = v2_batch(10, 3, false, false);
-    batches.extend(v2_batch(13, 1, true, false));
-    batches.extend(v2_batch(14, 2, false, true));
+fn uncompressed_batches_down_convert_to_both_magics() {
+    let mut batches = v2_batch(10, 3, false, false, NONE);
+    batches.extend(v2_batch(13, 1, true, false, NONE));
+    batches.extend(v2_batch(14, 2, false, true, NONE));
     for magic in [0, 1] {
         let set = from_batches(&batches, magic, 11, 1 << 20);
         let messages = parse(set).unwrap();
@@ -250,6 +258,7 @@ fn batches_down_convert_to_both_magics() {
             check!(messages[0].timestamp == 1001);
             check!(messages[0].attributes & LOG_APPEND_TIME_BIT == 0);
             check!(messages[2].attributes & LOG_APPEND_TIME_BIT != 0);
+            check!(messages[2].timestamp == 5000);
         } else {
             check!(messages[0].timestamp == -1);
         }
@@ -258,7 +267,7 @@ fn batches_down_convert_to_both_magics() {
 
 #[test]
 fn down_conversion_stops_at_the_limit_but_keeps_one_message() {
-    let batches = v2_batch(0, 5, false, false);
+    let batches = v2_batch(0, 5, false, false, NONE);
     let one = parse(from_batches(&batches, 1, 0, 1)).unwrap();
     check!(one.len() == 1);
     let all = from_batches(&batches, 1, 0, 1 << 20);
@@ -270,9 +279,153 @@ fn down_conversion_stops_at_the_limit_but_keeps_one_message() {
     check!(from_batches(b"garbage", 0, 0, 100).is_empty());
 }
 
+const CODECS: [(i8, Compression); 3] = [
+    (1, Compression::Gzip),
+    (2, Compression::Snappy),
+    (3, Compression::Lz4),
+];
+
+/// The messages of a down-converted set with the offsets a client reads
+/// (Kafka's `AbstractLegacyRecordBatch`): a magic 1 wrapper's inner offsets
+/// are relative to its first message, its own offset is its last one's.
+fn client_view(set: Bytes) -> Vec<(Message, i64)> {
+    let mut out = Vec::new();
+    for m in parse(set).unwrap() {
+        if m.codec() == 0 {
+            let offset = m.offset;
+            out.push((m, offset));
+            continue;
+        }
+        let inner = parse(
+            codec::inflate(m.codec(), m.magic, m.value.as_deref().unwrap(), 1 << 20).unwrap(),
+        )
+        .unwrap();
+        let last = inner.last().unwrap().offset;
+        for i in inner {
+            let offset = if m.magic == MAGIC_V1 {
+                m.offset - last + i.offset
+            } else {
+                i.offset
+            };
+            out.push((i, offset));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_compressed_batch_becomes_one_wrapper_of_its_codec() {
+    for (id, codec) in CODECS {
+        for magic in [0, 1] {
+            let batch = v2_batch(10, 3, false, false, codec);
+            // All records of a compressed batch, even before the fetch offset.
+            let set = from_batches(&batch, magic, 11, 1 << 20);
+            let wrappers = parse(set.clone()).unwrap();
+            check!(wrappers.len() == 1, "{codec:?} magic {magic}");
+            let w = &wrappers[0];
+            check!(w.magic == magic);
+            check!(w.codec() == id);
+            check!(w.offset == 12);
+            check!(w.key.is_none());
+            check!(w.attributes & LOG_APPEND_TIME_BIT == 0);
+            check!(w.timestamp == if magic == 1 { 1002 } else { -1 });
+            let inner =
+                parse(codec::inflate(id, magic, w.value.as_deref().unwrap(), 1 << 20).unwrap())
+                    .unwrap();
+            let raw: Vec<_> = inner.iter().map(|m| m.offset).collect();
+            check!(
+                raw == if magic == 1 {
+                    vec![0, 1, 2]
+                } else {
+                    vec![10, 11, 12]
+                }
+            );
+            check!(inner.iter().all(|m| m.codec() == 0 && m.magic == magic));
+            let seen: Vec<_> = client_view(set)
+                .into_iter()
+                .map(|(m, offset)| (offset, m.key.unwrap(), m.value.unwrap(), m.timestamp))
+                .collect();
+            let stamp = |t: i64| if magic == 1 { t } else { -1 };
+            check!(
+                seen == vec![
+                    (10, Bytes::from("k0"), Bytes::from("v10"), stamp(1000)),
+                    (11, Bytes::from("k1"), Bytes::from("v11"), stamp(1001)),
+                    (12, Bytes::from("k2"), Bytes::from("v12"), stamp(1002)),
+                ]
+            );
+        }
+    }
+}
+
+#[test]
+fn compressed_round_trip_keeps_records_offsets_and_codec() {
+    for (_, codec) in CODECS {
+        for magic in [0, 1] {
+            let batch = v2_batch(20, 4, false, false, codec);
+            let (_, original) = records_of(&Bytes::from(batch.clone()));
+            let set = from_batches(&batch, magic, 20, 1 << 20);
+            let offsets: Vec<_> = client_view(set.clone()).iter().map(|(_, o)| *o).collect();
+            check!(offsets == vec![20, 21, 22, 23], "{codec:?} magic {magic}");
+            let (header, back) = records_of(&to_batch(set, &mut (1 << 20)).unwrap());
+            check!(header.compression() == Some(codec));
+            check!(header.record_count == 4);
+            for (b, o) in back.iter().zip(&original) {
+                check!(b.key == o.key);
+                check!(b.value == o.value);
+                check!(b.timestamp == if magic == 1 { o.timestamp } else { -1 });
+                // Offsets in the batch are the log's to assign again.
+                check!(b.offset - back[0].offset == o.offset - original[0].offset);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_log_append_time_batch_stamps_its_wrapper_and_messages() {
+    for (id, codec) in CODECS {
+        let batch = v2_batch(0, 2, false, true, codec);
+        let set = from_batches(&batch, 1, 0, 1 << 20);
+        let w = &parse(set.clone()).unwrap()[0];
+        check!(w.attributes == id | LOG_APPEND_TIME_BIT);
+        check!(w.timestamp == 5000);
+        for (m, _) in client_view(set.clone()) {
+            check!(m.attributes == LOG_APPEND_TIME_BIT);
+            check!(m.timestamp == 5000);
+        }
+        let (_, back) = records_of(&to_batch(set, &mut (1 << 20)).unwrap());
+        check!(back.iter().all(|r| r.timestamp == 5000));
+    }
+}
+
+#[test]
+fn wrappers_count_whole_against_the_limit_and_control_batches_are_skipped() {
+    let mut batches = v2_batch(0, 3, false, false, Compression::Gzip);
+    batches.extend(v2_batch(3, 1, true, false, Compression::Gzip));
+    batches.extend(v2_batch(4, 2, false, false, Compression::Lz4));
+    let all = parse(from_batches(&batches, 1, 0, 1 << 20)).unwrap();
+    check!(
+        all.iter()
+            .map(|m| (m.offset, m.codec()))
+            .collect::<Vec<_>>()
+            == vec![(2, 1), (5, 3)]
+    );
+    // The first wrapper always goes, even past the limit; no second.
+    check!(parse(from_batches(&batches, 1, 0, 1)).unwrap().len() == 1);
+    // zstd cannot be written in the old formats: the conversion ends there.
+    let mut with_zstd = v2_batch(0, 1, false, false, Compression::Gzip);
+    with_zstd.extend(v2_batch(1, 1, false, false, Compression::Zstd));
+    with_zstd.extend(v2_batch(2, 1, false, false, NONE));
+    check!(
+        parse(from_batches(&with_zstd, 0, 0, 1 << 20))
+            .unwrap()
+            .len()
+            == 1
+    );
+}
+
 #[test]
 fn round_trip_through_both_conversions() {
-    let batches = v2_batch(0, 4, false, false);
+    let batches = v2_batch(0, 4, false, false, NONE);
     for magic in [0, 1] {
         let set = from_batches(&batches, magic, 0, 1 << 20);
         let (_, records) = records_of(&to_batch(set, &mut (1 << 20)).unwrap());

@@ -34,15 +34,15 @@ pub fn to_batch(set: Bytes, budget: &mut usize) -> Result<Bytes, MessageSetError
         match message.codec() {
             0 => records.push(record(&message, &message)),
             codec => {
+                compression = codec::wire_codec(codec)?;
                 let Some(value) = &message.value else {
                     return Err(MessageSetError::Decompress {
-                        codec: codec_name(codec),
+                        codec: crate::compression::codec_name(compression),
                         reason: "the wrapper has no value".into(),
                     });
                 };
                 let inner = codec::inflate(codec, message.magic, value, *budget)?;
                 *budget -= inner.len();
-                compression = wire_codec(codec)?;
                 for m in parse(inner)? {
                     if m.codec() != 0 {
                         return Err(MessageSetError::Nested);
@@ -99,23 +99,5 @@ fn record(message: &Message, wrapper: &Message) -> Record {
         key: message.key.clone(),
         value: message.value.clone(),
         headers: Default::default(),
-    }
-}
-
-fn wire_codec(codec: i8) -> Result<Compression, MessageSetError> {
-    match codec {
-        1 => Ok(Compression::Gzip),
-        2 => Ok(Compression::Snappy),
-        3 => Ok(Compression::Lz4),
-        other => Err(MessageSetError::Codec(other)),
-    }
-}
-
-fn codec_name(codec: i8) -> &'static str {
-    match codec {
-        1 => "gzip",
-        2 => "snappy",
-        3 => "lz4",
-        _ => "unknown",
     }
 }

@@ -8,6 +8,7 @@ use {
     assert2::check,
     bytes::{BufMut, Bytes, BytesMut},
     kafka_protocol::{
+        error::ResponseError,
         messages::{
             DescribeLogDirsRequest, OffsetCommitResponse, OffsetFetchRequest,
             OffsetForLeaderEpochResponse, ProduceRequest, TopicName,
@@ -69,9 +70,23 @@ fn refuses_every_truncation(decode: crate::api_versions::Decoder, body: &Bytes, 
     }
 }
 
+/// `produce` with its message sets converted, each partition's refusal.
+fn converted(body: Bytes, version: i16, limit: usize) -> (ProduceRequest, Vec<Option<i16>>) {
+    let mut r = produce(body, version);
+    let refusals = produce::convert(&mut r, limit)
+        .into_iter()
+        .map(|e| e.map(|(code, _)| code.code()))
+        .collect();
+    (r, refusals)
+}
+
 #[test]
 fn produce_v0_converts_its_message_set() {
-    let r = produce(produce_v0(MESSAGE_V0), 0);
+    // Decoding keeps the set as sent; the handler converts it.
+    let raw = produce(produce_v0(MESSAGE_V0), 0);
+    check!(raw.topic_data[0].partition_data[0].records.as_deref() == Some(MESSAGE_V0));
+    let (r, refusals) = converted(produce_v0(MESSAGE_V0), 0, 1 << 20);
+    check!(refusals == vec![None]);
     check!(r.acks == 1);
     check!(r.timeout_ms == 1000);
     check!(r.transactional_id.is_none());
@@ -90,7 +105,7 @@ fn produce_v0_converts_its_message_set() {
 fn produce_v0_reads_as_v3_without_its_transactional_id() {
     // v3 is v0 with a transactional id in front; with the records already
     // v2 both decoders must agree on every other field.
-    let v2_batch = produce(produce_v0(MESSAGE_V0), 0).topic_data[0].partition_data[0]
+    let v2_batch = converted(produce_v0(MESSAGE_V0), 0, 1 << 20).0.topic_data[0].partition_data[0]
         .records
         .clone()
         .unwrap();
@@ -98,16 +113,90 @@ fn produce_v0_reads_as_v3_without_its_transactional_id() {
     v3.put_i16(-1);
     v3.put_slice(&produce_v0(&v2_batch));
     let modern = ProduceRequest::decode(&mut v3.freeze(), 3).unwrap();
-    check!(produce(produce_v0(MESSAGE_V0), 2) == modern);
+    check!(converted(produce_v0(MESSAGE_V0), 2, 1 << 20).0 == modern);
 }
 
 #[test]
 fn a_corrupt_message_set_leaves_the_partition_empty() {
     let mut bad = MESSAGE_V0.to_vec();
     bad[27] = b'j';
-    let r = produce(produce_v0(&bad), 1);
+    let (r, refusals) = converted(produce_v0(&bad), 1, 1 << 20);
     check!(r.topic_data[0].partition_data[0].records.as_deref() == Some(&b""[..]));
+    check!(refusals == vec![Some(ResponseError::CorruptMessage.code())]);
     refuses_every_truncation(produce::decode, &produce_v0(MESSAGE_V0), 0);
+}
+
+/// A magic 1 gzip wrapper around one message of `size` zeros: a v2 gzip
+/// batch, down-converted as a Fetch v2 gets it.
+fn gzip_wrapper(size: usize) -> Vec<u8> {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1,
+        key: None,
+        value: Some(Bytes::from(vec![0; size])),
+        headers: Default::default(),
+    };
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        [&record],
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Gzip,
+        },
+    )
+    .unwrap();
+    krabka_log::message_set::from_batches(&batch, 1, 0, usize::MAX).to_vec()
+}
+
+#[test]
+fn a_message_set_inflating_past_the_bound_is_too_large_for_its_partition_alone() {
+    let limit = 1 << 20;
+    let mut b = BytesMut::new();
+    b.put_i16(1);
+    b.put_i32(1000);
+    b.put_i32(1);
+    string(&mut b, "t");
+    b.put_i32(2);
+    for (index, set) in [(0, gzip_wrapper(2 * limit)), (1, MESSAGE_V0.to_vec())] {
+        b.put_i32(index);
+        b.put_i32(i32::try_from(set.len()).unwrap());
+        b.put_slice(&set);
+    }
+    let (r, refusals) = converted(b.freeze(), 2, limit);
+    check!(refusals == vec![Some(ResponseError::MessageTooLarge.code()), None]);
+    check!(r.topic_data[0].partition_data[0].records.as_deref() == Some(&b""[..]));
+    let batch = r.topic_data[0].partition_data[1].records.clone().unwrap();
+    check!(krabka_log::batch::check_batch(&batch).is_ok());
+    // The bound is for the whole request: two sets of 600 KiB pass one by
+    // one, not together.
+    let (_, alone) = converted(produce_v0(&gzip_wrapper(600 << 10)), 0, limit);
+    check!(alone == vec![None]);
+    let mut both = BytesMut::new();
+    both.put_i16(1);
+    both.put_i32(1000);
+    both.put_i32(1);
+    string(&mut both, "t");
+    both.put_i32(2);
+    for index in 0..2 {
+        let set = gzip_wrapper(600 << 10);
+        both.put_i32(index);
+        both.put_i32(i32::try_from(set.len()).unwrap());
+        both.put_slice(&set);
+    }
+    let (_, refusals) = converted(both.freeze(), 0, limit);
+    check!(refusals == vec![None, Some(ResponseError::MessageTooLarge.code())]);
 }
 
 #[test]
