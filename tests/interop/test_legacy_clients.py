@@ -77,7 +77,8 @@ def test_api_versions_advertise_legacy_ranges_only_when_enabled(broker_factory):
     plain = broker_factory()
     on, off = api_ranges(legacy.bootstrap), api_ranges(plain.bootstrap)
     # Produce, Fetch, ListOffsets, Metadata, CreateTopics, DeleteTopics,
-    # DescribeConfigs, OffsetCommit, OffsetFetch, then the two below.
+    # DescribeConfigs, OffsetCommit, OffsetFetch, OffsetForLeaderEpoch,
+    # DescribeLogDirs, WriteTxnMarkers and the ACL APIs.
     assert on[0] == (0, 13) and off[0] == (0, 13)  # Produce: KAFKA-18659 either way
     assert on[1] == (0, 18) and off[1] == (4, 18)
     assert on[2] == (0, 11) and off[2] == (1, 11)
@@ -89,9 +90,14 @@ def test_api_versions_advertise_legacy_ranges_only_when_enabled(broker_factory):
     assert on[35] == (0, 5) and off[35] == (1, 5)  # DescribeLogDirs
     assert on[8] == (0, 10) and off[8] == (2, 10)
     assert on[9] == (0, 10) and off[9] == (1, 10)
+    assert on[27] == (0, 2) and off[27] == (1, 2)  # WriteTxnMarkers
+    assert on[28] == off[28] == (0, 6)  # TxnOffsetCommit
+    for acls in (29, 30, 31):  # DescribeAcls, CreateAcls, DeleteAcls
+        assert on[acls] == (0, 3) and off[acls] == (1, 3)
     # Everything else is the same.
-    assert {k: v for k, v in on.items() if k not in (1, 2, 8, 9, 19, 20, 23, 32, 35)} == \
-        {k: v for k, v in off.items() if k not in (1, 2, 8, 9, 19, 20, 23, 32, 35)}
+    differ = (1, 2, 8, 9, 19, 20, 23, 27, 29, 30, 31, 32, 35)
+    assert {k: v for k, v in on.items() if k not in differ} == \
+        {k: v for k, v in off.items() if k not in differ}
 
 
 @pytest.mark.parametrize("fallback", ["0.8.2.2", "0.10.0.0"])
@@ -260,3 +266,48 @@ def test_kafka_go_0_2_is_refused_when_disabled(broker, go_clients):
                  check=False, timeout=60)
     assert result.returncode != 0
     assert "Received request for api with key 19 (CreateTopics) and unsupported version 0" in broker.log()
+
+
+def test_acl_apis_v0_manage_only_literal_acls(broker_factory):
+    """DescribeAcls, CreateAcls and DeleteAcls v0 (admin tools before Kafka
+    2.0) predate resource patterns: what they create is LITERAL, and their
+    filters find only LITERAL ACLs, so a PREFIXED one made with v1 is
+    neither listed nor deleted by them. Refused without the setting."""
+    from kafka.protocol.admin import (
+        CreateAclsRequest as C, CreateAclsResponse, DeleteAclsRequest as X, DeleteAclsResponse,
+        DescribeAclsRequest as D, DescribeAclsResponse,
+    )
+    from raw_client import RawConnection
+    broker = broker_factory(dict(LEGACY, **{
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    }))
+    # Resource type TOPIC (2), operation READ (3), permission ALLOW (3);
+    # filters of ANY (1).
+    literal = C.AclCreation(resource_type=2, resource_name="t0", principal="User:alice", host="*",
+                            operation=3, permission_type=3)
+    prefixed = C.AclCreation(resource_type=2, resource_name="pre", resource_pattern_type=4,
+                             principal="User:bob", host="*", operation=3, permission_type=3)
+    any_v0 = dict(resource_type_filter=1, resource_name_filter=None, principal_filter=None,
+                  host_filter=None, operation=1, permission_type=1)
+    with RawConnection(broker.bootstrap) as c:
+        _, created = c.call(C[0](creations=[literal]), CreateAclsResponse)
+        assert [r.error_code for r in created.results] == [0]
+        _, created = c.call(C[1](creations=[prefixed]), CreateAclsResponse)
+        assert [r.error_code for r in created.results] == [0]
+        _, described = c.call(D[0](**any_v0), DescribeAclsResponse)
+        assert described.error_code == 0
+        assert [(r.resource_name, [(a.principal, a.operation) for a in r.acls])
+                for r in described.resources] == [("t0", [("User:alice", 3)])]
+        _, deleted = c.call(X[0](filters=[X.DeleteAclsFilter(**any_v0)]), DeleteAclsResponse)
+        assert [[(m.error_code, m.resource_name, m.principal) for m in f.matching_acls]
+                for f in deleted.filter_results] == [[(0, "t0", "User:alice")]]
+        # v1 sees what is left: the PREFIXED ACL only.
+        _, left = c.call(D[1](pattern_type_filter=1, **any_v0), DescribeAclsResponse)
+        assert [(r.resource_name, r.pattern_type) for r in left.resources] == [("pre", 4)]
+
+    plain = broker_factory()
+    with RawConnection(plain.bootstrap) as c:
+        with pytest.raises((ConnectionError, OSError)):
+            c.call(D[0](**any_v0), DescribeAclsResponse)
+    assert "Received request for api with key 29 (DescribeAcls) and unsupported version 0" in plain.log()

@@ -262,9 +262,10 @@ pub const APIS: &[Api] = &[
     api!(ElectLeaders, 0..=2, InOrder),
     api!(DescribeTopicPartitions, 0..=0, Concurrent),
     // Broker to broker: another broker's transaction coordinator (v0 was
-    // removed in Kafka 4.0; v2's TransactionVersion is not decoded by
-    // kafka-protocol 0.18).
-    api!(WriteTxnMarkers, 1..=1, InOrder),
+    // removed in Kafka 4.0; v2 adds the transaction version, KIP-1228).
+    api!(WriteTxnMarkers, 1..=1, InOrder)
+        .with_legacy(0, legacy::write_txn_markers::decode)
+        .with_newer(2, 2, newer::write_txn_markers::decode),
     // The group coordinator (crate::coordinator::group::wire).
     api!(group FindCoordinator, 0..=6, InOrder),
     api!(group JoinGroup, 0..=9, InOrder),
@@ -286,11 +287,11 @@ pub const APIS: &[Api] = &[
     // The transaction coordinator (crate::coordinator::txn::wire).
     // AddPartitionsToTxn v0–3 is the client form, v4–5 the batched form with
     // verify-only; EndTxn v5 and TxnOffsetCommit v5 are KIP-890's
-    // transactions v2.
+    // transactions v2; TxnOffsetCommit v6 names topics by id.
     api!(txn AddPartitionsToTxn, 0..=5, InOrder),
     api!(txn AddOffsetsToTxn, 0..=4, InOrder),
     api!(txn EndTxn, 0..=5, InOrder),
-    api!(txn TxnOffsetCommit, 0..=5, InOrder),
+    api!(txn TxnOffsetCommit, 0..=5, InOrder).with_newer(6, 6, newer::txn_offset_commit::decode),
     api!(txn DescribeTransactions, 0..=0, InOrder),
     api!(txn ListTransactions, 0..=2, InOrder),
     api!(txn DescribeProducers, 0..=0, InOrder),
@@ -298,9 +299,9 @@ pub const APIS: &[Api] = &[
     // are answered by the connection's authenticator, in order.
     api!(security SaslHandshake, 0..=1, InOrder),
     api!(security SaslAuthenticate, 0..=2, InOrder),
-    api!(security DescribeAcls, 1..=3, InOrder),
-    api!(security CreateAcls, 1..=3, InOrder),
-    api!(security DeleteAcls, 1..=3, InOrder),
+    api!(security DescribeAcls, 1..=3, InOrder).with_legacy(0, legacy::acls::decode_describe),
+    api!(security CreateAcls, 1..=3, InOrder).with_legacy(0, legacy::acls::decode_create),
+    api!(security DeleteAcls, 1..=3, InOrder).with_legacy(0, legacy::acls::decode_delete),
     api!(security DescribeUserScramCredentials, 0..=0, InOrder),
     api!(security AlterUserScramCredentials, 0..=0, InOrder),
 ];
@@ -533,7 +534,7 @@ mod tests {
                     (ApiKey::DescribeCluster, 0, 2),
                     (ApiKey::ElectLeaders, 0, 2),
                     (ApiKey::DescribeTopicPartitions, 0, 0),
-                    (ApiKey::WriteTxnMarkers, 1, 1),
+                    (ApiKey::WriteTxnMarkers, 1, 2),
                     (ApiKey::FindCoordinator, 0, 6),
                     (ApiKey::JoinGroup, 0, 9),
                     (ApiKey::SyncGroup, 0, 5),
@@ -550,7 +551,7 @@ mod tests {
                     (ApiKey::AddPartitionsToTxn, 0, 5),
                     (ApiKey::AddOffsetsToTxn, 0, 4),
                     (ApiKey::EndTxn, 0, 5),
-                    (ApiKey::TxnOffsetCommit, 0, 5),
+                    (ApiKey::TxnOffsetCommit, 0, 6),
                     (ApiKey::DescribeTransactions, 0, 0),
                     (ApiKey::ListTransactions, 0, 2),
                     (ApiKey::DescribeProducers, 0, 0),
@@ -584,8 +585,12 @@ mod tests {
                     (ApiKey::OffsetForLeaderEpoch, 0),
                     (ApiKey::DescribeConfigs, 0),
                     (ApiKey::DescribeLogDirs, 0),
+                    (ApiKey::WriteTxnMarkers, 0),
                     (ApiKey::OffsetCommit, 0),
                     (ApiKey::OffsetFetch, 0),
+                    (ApiKey::DescribeAcls, 0),
+                    (ApiKey::CreateAcls, 0),
+                    (ApiKey::DeleteAcls, 0),
                 ]
         );
         for row in APIS {

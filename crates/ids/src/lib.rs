@@ -64,6 +64,33 @@ impl fmt::Display for ProducerId {
     }
 }
 
+/// The transaction version a transaction follows: Kafka's
+/// `transaction.version` feature level (KIP-584, KIP-890 part 2), which a
+/// transaction marker also carries (WriteTxnMarkers v2, KIP-1228).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct TransactionVersion(pub i16);
+
+impl TransactionVersion {
+    /// Transactions as before KIP-890 part 2 (levels 0 and 1 differ only
+    /// in Kafka's record format).
+    pub const V0: Self = Self(0);
+    /// KIP-890 part 2: an epoch bump per transaction, implicit adds.
+    pub const V2: Self = Self(2);
+
+    /// Whether every transaction ends under a bumped producer epoch, so a
+    /// transaction's marker carries an epoch above its records'.
+    #[must_use]
+    pub fn bumps_epoch(self) -> bool {
+        self.0 >= 2
+    }
+}
+
+impl fmt::Display for TransactionVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// The epoch of a producer id; bumped by `InitProducerId` to fence older holders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ProducerEpoch(pub i16);

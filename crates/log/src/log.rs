@@ -519,9 +519,12 @@ impl Log {
         let now = self.clock.now_ms();
         let pid = marker.producer_id.0;
         let epoch = marker.producer_epoch.0;
-        inner
-            .producers
-            .check_marker(pid, epoch, marker.coordinator_epoch)?;
+        inner.producers.check_marker(
+            pid,
+            epoch,
+            marker.coordinator_epoch,
+            marker.transaction_version,
+        )?;
         let offset = self.log_end_offset();
         let bytes = batch::encode_control_batch(
             offset,

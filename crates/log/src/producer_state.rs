@@ -15,7 +15,7 @@
 
 use {
     crate::{LogError, batch::BatchHeader, checkpoint},
-    krabka_ids::{ProducerEpoch, ProducerId},
+    krabka_ids::{ProducerEpoch, ProducerId, TransactionVersion},
     std::{
         collections::{BTreeMap, HashMap, VecDeque},
         path::{Path, PathBuf},
@@ -277,7 +277,15 @@ impl ProducerStateManager {
         Ok(SequenceCheck::Append)
     }
 
-    /// Checks a transaction marker for `pid` at epoch `epoch`.
+    /// Checks a transaction marker for `pid` at epoch `epoch`, written under
+    /// transaction version `version`.
+    ///
+    /// Before transactions version 2 the marker's epoch may equal the
+    /// producer's. From version 2 the coordinator ends every transaction
+    /// under a bumped epoch, so a marker at the producer's epoch is a stale
+    /// one that must not end the producer's next transaction (KIP-1228);
+    /// it is still accepted as the retry of a marker already written when
+    /// no transaction is open, or at the last epoch, as Kafka accepts it.
     ///
     /// # Errors
     ///
@@ -288,9 +296,17 @@ impl ProducerStateManager {
         pid: i64,
         epoch: i16,
         coordinator_epoch: i32,
+        version: TransactionVersion,
     ) -> Result<(), LogError> {
         if let Some(entry) = self.producers.get(&pid) {
-            if epoch < entry.epoch {
+            let fenced = if version.bumps_epoch() {
+                let retry = epoch == entry.epoch
+                    && (entry.current_txn_first_offset.is_none() || epoch == i16::MAX);
+                epoch <= entry.epoch && !retry
+            } else {
+                epoch < entry.epoch
+            };
+            if fenced {
                 return Err(LogError::InvalidProducerEpoch {
                     producer_id: ProducerId(pid),
                     current: ProducerEpoch(entry.epoch),

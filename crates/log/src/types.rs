@@ -1,7 +1,7 @@
 //! Plain result types of the log's public API.
 
 use {
-    krabka_ids::{LeaderEpoch, ProducerEpoch, ProducerId},
+    krabka_ids::{LeaderEpoch, ProducerEpoch, ProducerId, TransactionVersion},
     std::path::PathBuf,
 };
 
@@ -77,6 +77,10 @@ pub struct ControlMarker {
     pub commit: bool,
     /// The transaction coordinator's epoch.
     pub coordinator_epoch: i32,
+    /// The transaction's version: from version 2 the coordinator bumps the
+    /// producer's epoch to end every transaction, so the marker's epoch must
+    /// be above the one the producer wrote under (KIP-1228).
+    pub transaction_version: TransactionVersion,
 }
 
 /// Description of one segment, for tiered storage and tools.

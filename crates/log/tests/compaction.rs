@@ -199,6 +199,7 @@ fn aborted_data_removed_markers_kept_by_background_cleaner() {
         producer_epoch: ProducerEpoch(0),
         commit: false,
         coordinator_epoch: 1,
+        transaction_version: krabka_ids::TransactionVersion::V0,
     };
     log.append_control_marker(m, LeaderEpoch(0)).unwrap();
     for i in 0..20 {

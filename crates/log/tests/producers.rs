@@ -26,6 +26,7 @@ fn marker(pid: i64, epoch: i16, commit: bool) -> ControlMarker {
         producer_epoch: ProducerEpoch(epoch),
         commit,
         coordinator_epoch: 0,
+        transaction_version: krabka_ids::TransactionVersion::V0,
     }
 }
 
@@ -177,6 +178,69 @@ fn transactions_markers_lso_and_txnindex() {
             .any(|a| a.producer_id == ProducerId(1) && a.first_offset == 1)
     );
     check!(std::fs::read(&log.segments()[0].txn_index_path).unwrap()[..34] == want[..]);
+}
+
+/// Transactions version 2 (KIP-1228): the coordinator ends every
+/// transaction under a bumped epoch, so a marker at the epoch the records
+/// were written under is stale while a transaction is open, and is taken
+/// as a retry once none is.
+#[test]
+fn a_version_2_marker_needs_an_epoch_above_the_open_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let log = open(dir.path(), small_config(), &clock);
+    let v2 = |epoch: i16, commit: bool| ControlMarker {
+        transaction_version: krabka_ids::TransactionVersion::V2,
+        ..marker(7, epoch, commit)
+    };
+    log.append_as_leader(pbatch(7, 3, 0, 1, true), LeaderEpoch(0))
+        .unwrap(); // 0
+    // A stale marker at the transaction's own epoch ends nothing.
+    check!(
+        log.append_control_marker(v2(3, true), LeaderEpoch(0))
+            .unwrap_err()
+            .kafka_error_code()
+            == 47
+    );
+    check!(log.last_stable_offset() == 0);
+    // The same marker as version 0 (the epoch may equal the producer's).
+    let dir0 = tempfile::tempdir().unwrap();
+    let log0 = open(dir0.path(), small_config(), &clock);
+    log0.append_as_leader(pbatch(7, 3, 0, 1, true), LeaderEpoch(0))
+        .unwrap();
+    check!(
+        log0.append_control_marker(marker(7, 3, true), LeaderEpoch(0))
+            .is_ok()
+    );
+    // The bumped epoch ends it.
+    check!(
+        log.append_control_marker(v2(4, true), LeaderEpoch(0))
+            .unwrap()
+            .first_offset
+            == 1
+    );
+    check!(log.last_stable_offset() == 2);
+    // Its retry, with no transaction open, is written again.
+    check!(
+        log.append_control_marker(v2(4, true), LeaderEpoch(0))
+            .is_ok()
+    );
+    // The next transaction, at the bumped epoch, is not ended by a stale
+    // marker of the previous one.
+    log.append_as_leader(pbatch(7, 4, 0, 1, true), LeaderEpoch(0))
+        .unwrap(); // 3
+    check!(
+        log.append_control_marker(v2(4, false), LeaderEpoch(0))
+            .unwrap_err()
+            .kafka_error_code()
+            == 47
+    );
+    check!(log.last_stable_offset() == 3);
+    check!(
+        log.append_control_marker(v2(5, false), LeaderEpoch(0))
+            .is_ok()
+    );
+    check!(log.last_stable_offset() == log.log_end_offset());
 }
 
 #[test]

@@ -66,6 +66,7 @@ fn build(dir: &std::path::Path, steps: &[Step], segment_bytes: u64) -> Log {
                             producer_epoch: ProducerEpoch(0),
                             commit: *commit,
                             coordinator_epoch: 0,
+                            transaction_version: krabka_ids::TransactionVersion::V0,
                         },
                         LeaderEpoch(0),
                     )

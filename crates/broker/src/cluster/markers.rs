@@ -26,6 +26,7 @@ use {
     crate::{
         broker::Broker,
         coordinator::txn::{MarkerError, MarkerWriter, TopicPartition},
+        network::newer::write_txn_markers::{self, Sent},
     },
     kafka_protocol::{
         error::ResponseError,
@@ -41,14 +42,16 @@ use {
     krabka_log::ControlMarker,
     std::{
         collections::HashMap,
+        ops::RangeInclusive,
         sync::{Arc, Mutex},
         time::Duration,
     },
 };
 
-/// The WriteTxnMarkers version sent: the flexible one, the oldest Kafka 4
-/// brokers accept.
-pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
+/// The WriteTxnMarkers versions sent: v2, with the markers' transaction
+/// version (KIP-1228), to a peer that serves it, else v1 (the flexible
+/// one, the oldest Kafka 4 brokers accept).
+pub const WRITE_TXN_MARKERS_VERSIONS: RangeInclusive<i16> = 1..=2;
 
 /// Where a partition's marker is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,14 +150,15 @@ impl MarkerClient {
         &self,
         node: BrokerId,
         listeners: &str,
-        request: &WriteTxnMarkersRequest,
+        request: Sent,
     ) -> Result<WriteTxnMarkersResponse, String> {
-        self.call(node, listeners, request, WRITE_TXN_MARKERS_VERSION)
+        self.call(node, listeners, &request, WRITE_TXN_MARKERS_VERSIONS)
             .await
+            .map(|answer| answer.0)
     }
 
-    /// Sends `request` at `version` to broker `node` at the first entry of
-    /// `listeners` and returns its answer — the coordinators' calls to
+    /// Sends `request` at the newest of `versions` broker `node` serves, at
+    /// the first entry of `listeners`, and returns its answer — the coordinators' calls to
     /// their peers (WriteTxnMarkers, AddPartitionsToTxn). A broken or
     /// timed-out connection is dropped, so the next call opens a new one.
     ///
@@ -162,13 +166,13 @@ impl MarkerClient {
     ///
     /// A message when the listeners do not parse, the inter-broker listener
     /// cannot be dialled, the connection fails or times out, or the peer
-    /// does not serve the API at `version`.
+    /// does not serve the API at any of `versions`.
     pub async fn call<R: kafka_protocol::protocol::Request>(
         &self,
         node: BrokerId,
         listeners: &str,
         request: &R,
-        version: i16,
+        versions: RangeInclusive<i16>,
     ) -> Result<R::Response, String> {
         if let Some(reason) = &self.unusable {
             return Err(reason.clone());
@@ -181,15 +185,13 @@ impl MarkerClient {
         let deadline = self.config.connect_timeout + self.config.request_timeout;
         let exchange = async {
             let connection = self.connection(node, &addr).await?;
-            let served = connection
-                .versions()
-                .broker_range(api)
-                .is_some_and(|r| (r.min..=r.max).contains(&version));
-            if !served {
-                return Err(format!(
-                    "broker {node} at {addr} does not serve {api:?} v{version}"
-                ));
-            }
+            let served = connection.versions().broker_range(api);
+            let version = served
+                .map(|r| (*versions.end()).min(r.max))
+                .filter(|v| served.is_some_and(|r| *v >= r.min) && versions.contains(v))
+                .ok_or_else(|| {
+                    format!("broker {node} at {addr} does not serve {api:?} v{versions:?}")
+                })?;
             connection
                 .send_version(request, version)
                 .await
@@ -294,10 +296,12 @@ impl MarkerWriter for RoutedMarkers {
                 partition.topic, partition.partition
             ))),
             MarkerRoute::Remote { node, listeners } => {
-                let request = request(partition, marker);
                 let answer = self
                     .runtime
-                    .block_on(self.client.send(node, &listeners, &request))
+                    .block_on(
+                        self.client
+                            .send(node, &listeners, request(partition, marker)),
+                    )
                     .map_err(MarkerError::Failed)?;
                 let code = partition_code(&answer, partition).ok_or_else(|| {
                     MarkerError::Failed(format!(
@@ -321,7 +325,7 @@ impl MarkerWriter for RoutedMarkers {
 
 /// The WriteTxnMarkers request for one marker on one partition.
 #[must_use]
-pub fn request(partition: &TopicPartition, marker: ControlMarker) -> WriteTxnMarkersRequest {
+pub fn request(partition: &TopicPartition, marker: ControlMarker) -> Sent {
     let mut topic = WritableTxnMarkerTopic::default();
     topic.name = TopicName(StrBytes::from_string(partition.topic.clone()));
     topic.partition_indexes = vec![partition.partition];
@@ -331,9 +335,10 @@ pub fn request(partition: &TopicPartition, marker: ControlMarker) -> WriteTxnMar
     m.transaction_result = marker.commit;
     m.coordinator_epoch = marker.coordinator_epoch;
     m.topics = vec![topic];
+    write_txn_markers::set_transaction_version(&mut m, marker.transaction_version);
     let mut request = WriteTxnMarkersRequest::default();
     request.markers = vec![m];
-    request
+    Sent(request)
 }
 
 /// The code `answer` gives `partition`, if it names it.
@@ -389,20 +394,41 @@ mod tests {
 
     #[test]
     fn one_marker_one_partition_and_its_answer() {
+        use kafka_protocol::protocol::{Decodable, Encodable};
         let tp = TopicPartition::new("data", 2);
         let marker = ControlMarker {
             producer_id: krabka_ids::ProducerId(7),
             producer_epoch: krabka_ids::ProducerEpoch(3),
             commit: true,
             coordinator_epoch: 5,
+            transaction_version: krabka_ids::TransactionVersion::V2,
         };
-        let r = request(&tp, marker);
+        let sent = request(&tp, marker);
+        // v2 carries the transaction version, read back as a peer reads it.
+        let mut v2 = bytes::BytesMut::new();
+        sent.encode(&mut v2, 2).unwrap();
+        check!(sent.compute_size(2).unwrap() == v2.len());
+        let crate::network::codec::Request::WriteTxnMarkers(r) =
+            write_txn_markers::decode(&mut v2.freeze(), 2).unwrap()
+        else {
+            panic!("not WriteTxnMarkers");
+        };
         check!(r.markers.len() == 1);
         check!(r.markers[0].producer_id.0 == 7);
         check!(r.markers[0].producer_epoch == 3);
         check!(r.markers[0].transaction_result);
         check!(r.markers[0].coordinator_epoch == 5);
         check!(r.markers[0].topics[0].partition_indexes == vec![2]);
+        check!(
+            write_txn_markers::transaction_version(&r.markers[0])
+                == krabka_ids::TransactionVersion::V2
+        );
+        // v1, for a peer without v2, has no trace of it.
+        let mut v1 = bytes::BytesMut::new();
+        sent.encode(&mut v1, 1).unwrap();
+        let plain = WriteTxnMarkersRequest::decode(&mut v1.freeze(), 1).unwrap();
+        check!(plain.markers[0].unknown_tagged_fields.is_empty());
+        check!(plain.markers[0].coordinator_epoch == 5);
         let answer = crate::handlers::txn_markers::answer_all(&r, 47);
         check!(partition_code(&answer, &tp) == Some(47));
         check!(partition_code(&answer, &TopicPartition::new("data", 1)).is_none());
@@ -430,6 +456,7 @@ mod tests {
             producer_epoch: krabka_ids::ProducerEpoch(0),
             commit: false,
             coordinator_epoch: 0,
+            transaction_version: krabka_ids::TransactionVersion::V0,
         };
         let client = Arc::new(MarkerClient::new(ConnectionConfig::default()));
         let routed = RoutedMarkers::new(

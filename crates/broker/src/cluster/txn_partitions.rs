@@ -81,7 +81,12 @@ pub async fn add_on_coordinator(
     );
     let answer = broker
         .peers()
-        .call(owner, &listeners, &request, ADD_PARTITIONS_VERSION)
+        .call(
+            owner,
+            &listeners,
+            &request,
+            ADD_PARTITIONS_VERSION..=ADD_PARTITIONS_VERSION,
+        )
         .await
         .map_err(TxnError::NotCoordinator)?;
     let codes = std::iter::once(answer.error_code).chain(

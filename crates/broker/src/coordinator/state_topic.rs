@@ -310,6 +310,7 @@ mod tests {
                 producer_epoch: ProducerEpoch(2),
                 commit: true,
                 coordinator_epoch: 0,
+                transaction_version: krabka_ids::TransactionVersion::V0,
             },
             LEADER_EPOCH,
         )

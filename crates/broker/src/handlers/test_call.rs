@@ -25,6 +25,19 @@ pub(crate) async fn call_as<R: Decodable>(
     version: i16,
     body: Request,
 ) -> R {
+    let mut body = call_raw(broker, session, api, version, body).await;
+    R::decode(&mut body, version).unwrap()
+}
+
+/// [`call_as`], answering the response body undecoded (for versions
+/// `kafka-protocol` cannot read).
+pub(crate) async fn call_raw(
+    broker: &Arc<Broker>,
+    session: Option<&Arc<Session>>,
+    api: ApiKey,
+    version: i16,
+    body: Request,
+) -> bytes::Bytes {
     let mut header = RequestHeader::default();
     header.request_api_key = api as i16;
     header.request_api_version = version;
@@ -42,7 +55,7 @@ pub(crate) async fn call_as<R: Decodable>(
         Reply::Frame(frame) => {
             let mut frame = frame.slice(4..);
             ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
-            R::decode(&mut frame, version).unwrap()
+            frame
         }
         other => panic!("{api:?} v{version}: {other:?}"),
     }

@@ -13,6 +13,7 @@ use {
     crate::{
         broker::Broker,
         coordinator::txn::{TopicPartition, local_markers::write_local_marker},
+        network::newer::write_txn_markers,
     },
     kafka_protocol::{
         error::ResponseError,
@@ -60,6 +61,7 @@ fn write_all(
             producer_epoch: ProducerEpoch(m.producer_epoch),
             commit: m.transaction_result,
             coordinator_epoch: m.coordinator_epoch,
+            transaction_version: write_txn_markers::transaction_version(&m),
         };
         let mut result = WritableTxnMarkerResult::default();
         result.producer_id = m.producer_id;

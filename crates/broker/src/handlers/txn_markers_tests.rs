@@ -20,7 +20,7 @@ use {
     },
     assert2::check,
     kafka_protocol::{messages::*, records::RecordBatchDecoder},
-    krabka_ids::BrokerId,
+    krabka_ids::{BrokerId, TransactionVersion},
     krabka_log::ControlMarker,
     std::{path::Path, sync::Arc, time::Duration},
     tokio::sync::watch,
@@ -141,6 +141,26 @@ async fn write(
     producer: (i64, i16),
     commit: bool,
 ) -> Result<(), MarkerError> {
+    write_as(
+        markers,
+        topic,
+        partition,
+        producer,
+        commit,
+        TransactionVersion::V0,
+    )
+    .await
+}
+
+/// [`write`] for a transaction of `version`.
+async fn write_as(
+    markers: &Arc<RoutedMarkers>,
+    topic: &str,
+    partition: i32,
+    producer: (i64, i16),
+    commit: bool,
+    version: TransactionVersion,
+) -> Result<(), MarkerError> {
     let markers = Arc::clone(markers);
     let tp = TopicPartition::new(topic, partition);
     let marker = ControlMarker {
@@ -148,6 +168,7 @@ async fn write(
         producer_epoch: krabka_ids::ProducerEpoch(producer.1),
         commit,
         coordinator_epoch: 0,
+        transaction_version: version,
     };
     tokio::time::timeout(
         DEADLINE,
@@ -260,14 +281,15 @@ async fn a_remote_commit_marker_makes_the_transaction_visible_and_an_abort_hides
             producer_epoch: krabka_ids::ProducerEpoch(fenced.1),
             commit: true,
             coordinator_epoch: 0,
+            transaction_version: krabka_ids::TransactionVersion::V0,
         },
     );
-    request.markers[0].topics[0].partition_indexes.push(7);
+    request.0.markers[0].topics[0].partition_indexes.push(7);
     let answer: WriteTxnMarkersResponse = call(
         &broker,
         ApiKey::WriteTxnMarkers,
         1,
-        Request::WriteTxnMarkers(request),
+        Request::WriteTxnMarkers(request.0),
     )
     .await;
     let codes: Vec<(i32, i16)> = answer.markers[0].topics[0]
@@ -350,20 +372,21 @@ async fn without_cluster_action_every_partition_is_refused_and_nothing_written()
             producer_epoch: krabka_ids::ProducerEpoch(producer.1),
             commit: true,
             coordinator_epoch: 0,
+            transaction_version: krabka_ids::TransactionVersion::V0,
         },
     );
-    request.markers[0].topics[0].partition_indexes.push(5);
+    request.0.markers[0].topics[0].partition_indexes.push(5);
     let answer = tokio::time::timeout(DEADLINE, connection.send_version(&request, 1))
         .await
         .unwrap()
         .unwrap();
-    let codes: Vec<(i32, i16)> = answer.markers[0].topics[0]
+    let codes: Vec<(i32, i16)> = answer.0.markers[0].topics[0]
         .partitions
         .iter()
         .map(|p| (p.partition_index, p.error_code))
         .collect();
     check!(codes == vec![(0, 31), (5, 31)]);
-    check!(answer.markers[0].producer_id.0 == producer.0);
+    check!(answer.0.markers[0].producer_id.0 == producer.0);
     let log = Arc::clone(broker.partitions.get("data", 0).unwrap().local_log());
     check!(log.last_stable_offset() == 0);
     drop(connection);
@@ -416,5 +439,29 @@ async fn a_broker_that_does_not_answer_is_retried_and_the_connection_is_reused()
     write(&live, "data", 0, second, true).await.unwrap();
     check!(read_committed(&broker).await == vec!["1", "2"]);
     check!(client.connections() == 1);
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_2_marker_travels_with_its_version_and_a_stale_one_ends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), &[]).await;
+    let broker = Arc::clone(&served.broker);
+    create_data(&broker).await;
+    let markers = Arc::new(served.remote_markers());
+    let producer = open_transaction(&broker, "v2", &["a"]).await;
+    let log = Arc::clone(broker.partitions.get("data", 0).unwrap().local_log());
+    // Sent as WriteTxnMarkers v2: at the records' own epoch a version 2
+    // marker is a stale one, and the transaction stays open.
+    check!(
+        write_as(&markers, "data", 0, producer, true, TransactionVersion::V2).await
+            == Err(MarkerError::Gone)
+    );
+    check!(log.last_stable_offset() == 0);
+    // The coordinator's bumped epoch ends it.
+    let bumped = (producer.0, producer.1 + 1);
+    check!(write_as(&markers, "data", 0, bumped, true, TransactionVersion::V2).await == Ok(()));
+    check!(log.last_stable_offset() == log.log_end_offset());
+    check!(read_committed(&broker).await == vec!["a"]);
     served.stop().await;
 }

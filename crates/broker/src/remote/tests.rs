@@ -267,6 +267,7 @@ async fn read_committed_from_the_tier_reports_remote_aborted_transactions() {
                     producer_epoch: ProducerEpoch(epoch),
                     commit,
                     coordinator_epoch: 0,
+                    transaction_version: krabka_ids::TransactionVersion::V0,
                 },
                 LEADER_EPOCH,
             )

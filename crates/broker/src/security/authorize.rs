@@ -20,9 +20,15 @@ use {
     },
     crate::{
         broker::Broker,
-        coordinator::{group::wire::GroupRequest, txn::wire::TxnRequest},
+        coordinator::{
+            group::{topic_ids, wire::GroupRequest},
+            txn::wire::TxnRequest,
+        },
         handlers::Reply,
-        network::codec::{DecodedRequest, Request, encode_response},
+        network::{
+            codec::{DecodedRequest, Request, encode_response},
+            newer::txn_offset_commit,
+        },
     },
     kafka_protocol::{
         error::ResponseError,
@@ -1401,7 +1407,6 @@ fn txn(
             Ok(Fixup::none())
         }
         TxnRequest::TxnOffsetCommit(r) => {
-            use m::txn_offset_commit_response as resp_m;
             let whole_error = if !txn_allowed(Operation::Write, r.transactional_id.0.as_str()) {
                 Some(TXN_DENIED)
             } else if !ctx.allow(Operation::Read, ResourceType::Group, r.group_id.0.as_str()) {
@@ -1412,26 +1417,18 @@ fn txn(
             let refused = match whole_error {
                 Some(_) => std::mem::take(&mut r.topics),
                 None => split(&mut r.topics, |t| {
-                    ctx.topic(Operation::Read, t.name.0.as_str())
+                    let id = txn_offset_commit::topic_id(&t.unknown_tagged_fields);
+                    ctx.topic_name(&t.name, id.unwrap_or_default())
+                        .is_none_or(|n| ctx.topic(Operation::Read, &n))
                 }),
             };
             let error = whole_error.unwrap_or(TOPIC_DENIED);
             let fill = move |resp: &mut m::TxnOffsetCommitResponse| {
-                for t in refused {
-                    let mut topic = resp_m::TxnOffsetCommitResponseTopic::default();
-                    topic.name = t.name;
-                    topic.partitions = t
-                        .partitions
+                resp.topics.extend(
+                    refused
                         .iter()
-                        .map(|p| {
-                            let mut pr = resp_m::TxnOffsetCommitResponsePartition::default();
-                            pr.partition_index = p.partition_index;
-                            pr.error_code = error;
-                            pr
-                        })
-                        .collect();
-                    resp.topics.push(topic);
-                }
+                        .map(|t| topic_ids::answer_txn_commit_topic(t, error)),
+                );
             };
             if whole_error.is_some() {
                 let mut response = m::TxnOffsetCommitResponse::default();

@@ -384,6 +384,7 @@ pub fn real_segment(partition: &TopicIdPartition) -> SegmentFixture {
             producer_epoch: ProducerEpoch(0),
             commit: false,
             coordinator_epoch: 0,
+            transaction_version: krabka_ids::TransactionVersion::V0,
         },
         LeaderEpoch(0),
     )

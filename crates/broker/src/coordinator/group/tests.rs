@@ -2438,6 +2438,7 @@ fn marker(producer: (i64, i16), commit: bool) -> krabka_log::ControlMarker {
         producer_epoch: krabka_ids::ProducerEpoch(producer.1),
         commit,
         coordinator_epoch: 0,
+        transaction_version: krabka_ids::TransactionVersion::V0,
     }
 }
 

@@ -4,20 +4,30 @@
 //! the requested topics from the registry before the coordinator runs and
 //! puts each answered topic's id back before the response is written.
 //!
+//! TxnOffsetCommit v6 (KIP-1319) does the same for a transaction's
+//! offsets ([`name_txn_commit`], [`id_txn_commit_response`]).
+//!
 //! An id the registry does not know is answered `UNKNOWN_TOPIC_ID` for each
 //! of its partitions, as Kafka 4.1 does; it never reaches the coordinator.
 
 use {
-    crate::topics::TopicRegistry,
+    crate::{
+        network::newer::txn_offset_commit::{set_topic_id, topic_id},
+        topics::TopicRegistry,
+    },
     kafka_protocol::{
         error::ResponseError,
         messages::{
             GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-            OffsetFetchResponse, TopicName,
+            OffsetFetchResponse, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
             offset_commit_request::OffsetCommitRequestTopic,
             offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
             offset_fetch_request::OffsetFetchRequestTopics,
             offset_fetch_response::{OffsetFetchResponsePartitions, OffsetFetchResponseTopics},
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic,
+            txn_offset_commit_response::{
+                TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+            },
         },
         protocol::StrBytes,
     },
@@ -177,4 +187,61 @@ pub fn id_fetch_response(
                 )
         }));
     }
+}
+
+/// Names the topics of a TxnOffsetCommit v6 by their ids, taking out those
+/// whose id is unknown.
+pub fn name_txn_commit(
+    registry: &TopicRegistry,
+    request: &mut TxnOffsetCommitRequest,
+) -> UnknownIds<TxnOffsetCommitRequestTopic> {
+    name_topics(registry, &mut request.topics, |t| {
+        let id = topic_id(&t.unknown_tagged_fields).unwrap_or_default();
+        (&mut t.name, id)
+    })
+}
+
+/// Puts the topic ids into a TxnOffsetCommit v6 response and answers the
+/// unknown ids.
+pub fn id_txn_commit_response(
+    registry: &TopicRegistry,
+    response: &mut TxnOffsetCommitResponse,
+    unknown: UnknownIds<TxnOffsetCommitRequestTopic>,
+) {
+    for topic in &mut response.topics {
+        if topic_id(&topic.unknown_tagged_fields).is_none() {
+            set_topic_id(
+                &mut topic.unknown_tagged_fields,
+                id_of(registry, &topic.name),
+            );
+        }
+    }
+    let code = ResponseError::UnknownTopicId.code();
+    response
+        .topics
+        .extend(unknown.0.iter().map(|t| answer_txn_commit_topic(t, code)));
+}
+
+/// The answer to every partition of a transactional commit's `topic`:
+/// `code` (the topic's id, if it came by id, goes with it).
+#[must_use]
+pub fn answer_txn_commit_topic(
+    topic: &TxnOffsetCommitRequestTopic,
+    code: i16,
+) -> TxnOffsetCommitResponseTopic {
+    let mut answer = TxnOffsetCommitResponseTopic::default();
+    answer.name = topic.name.clone();
+    if let Some(id) = topic_id(&topic.unknown_tagged_fields) {
+        set_topic_id(&mut answer.unknown_tagged_fields, id);
+    }
+    answer.partitions = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            TxnOffsetCommitResponsePartition::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(code)
+        })
+        .collect();
+    answer
 }

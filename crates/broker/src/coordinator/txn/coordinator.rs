@@ -410,6 +410,7 @@ impl TransactionCoordinator {
             producer_epoch: completion.producer_epoch,
             commit: completion.commit,
             coordinator_epoch: self.coordinator_epoch(&completion.transactional_id),
+            transaction_version: completion.transaction_version,
         };
         let mut failed = Vec::new();
         for partition in &completion.partitions {
@@ -1025,7 +1026,7 @@ impl TransactionCoordinator {
             ProducerId(request.producer_id.0),
             ProducerEpoch(request.producer_epoch),
             request.committed,
-            TransactionVersion::of_end_txn(version),
+            super::version::of_end_txn(version),
         ) {
             // v5 tells the client the epoch it holds next.
             Ok((pid, epoch)) if version >= 5 => {

@@ -281,3 +281,110 @@ async fn kip360_txn_retried_init_producer_id_through_the_dispatcher() {
         .await
         .unwrap();
 }
+
+/// A TxnOffsetCommit v6 (topics by id, transactions v2) frame's body for
+/// partition 0 of each of `ids`, at `offset`, decoded as the broker does.
+fn txn_offset_commit_v6(
+    id: &str,
+    producer: (i64, i16),
+    group: &str,
+    ids: &[uuid::Uuid],
+) -> Request {
+    use {crate::network::wire::CompactWriter, bytes::BufMut};
+    let mut header = RequestHeader::default();
+    header.request_api_key = ApiKey::TxnOffsetCommit as i16;
+    header.request_api_version = 6;
+    let mut buf = bytes::BytesMut::new();
+    kafka_protocol::protocol::encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    buf.put_compact_string(Some(id));
+    buf.put_compact_string(Some(group));
+    buf.put_i64(producer.0);
+    buf.put_i16(producer.1);
+    buf.put_i32(-1);
+    buf.put_compact_string(Some(""));
+    buf.put_compact_string(None);
+    buf.put_compact_count(ids.len());
+    for topic in ids {
+        buf.put_uuid(*topic);
+        buf.put_compact_count(1);
+        buf.put_i32(0);
+        buf.put_i64(4);
+        buf.put_i32(-1);
+        buf.put_compact_string(None);
+        buf.put_no_tags();
+        buf.put_no_tags();
+    }
+    buf.put_no_tags();
+    crate::network::codec::decode_request(buf.freeze(), crate::api_versions::Served::Kafka4)
+        .unwrap()
+        .body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_sent_by_topic_id_commit_with_the_transaction_and_survive_a_crash() {
+    use crate::network::wire::Reader;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    crate::handlers::admin::create_topic(&broker, "data", 1, -1, &[], Default::default(), false)
+        .await
+        .unwrap();
+    let data = broker.registry.get("data").unwrap().id;
+    let stranger = uuid::Uuid::from_u128(0x5);
+    let producer = init(&broker, "tx", 60_000).await;
+
+    // Transactions v2: the v6 commit adds the group's partition itself.
+    let body = txn_offset_commit_v6("tx", producer, "g", &[data, stranger]);
+    let mut answer =
+        crate::handlers::test_call::call_raw(&broker, None, ApiKey::TxnOffsetCommit, 6, body).await;
+    let mut r = Reader::new(&mut answer);
+    check!(r.i32() == Ok(0));
+    let mut topics = r
+        .compact_array(17, |r| {
+            let id = r.uuid()?;
+            let partitions = r.compact_array(6, |r| {
+                let p = (r.i32()?, r.i16()?);
+                r.skip_tagged_fields()?;
+                Ok(p)
+            })?;
+            r.skip_tagged_fields()?;
+            Ok((id, partitions))
+        })
+        .unwrap();
+    topics.sort();
+    let mut expected = vec![(data, vec![(0, 0)]), (stranger, vec![(0, 100)])];
+    expected.sort();
+    check!(topics == expected);
+    check!(committed_offset(&broker, "g").await == -88);
+
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = TransactionalId(sb("tx"));
+    end.producer_id = ProducerId(producer.0);
+    end.producer_epoch = producer.1;
+    end.committed = true;
+    let resp: EndTxnResponse = call(
+        &broker,
+        ApiKey::EndTxn,
+        5,
+        Request::Txn(TxnRequest::EndTxn(end)),
+    )
+    .await;
+    check!(resp.error_code == 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while committed_offset(&broker, "g").await != 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the offset never became visible"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Crash: nothing is closed or flushed; the committed offset stays.
+    check!(Arc::strong_count(&broker) == 1);
+    drop(broker);
+    let broker = start(dir.path()).await;
+    check!(committed_offset(&broker, "g").await == 4);
+    let closing = Arc::clone(&broker);
+    crate::blocking::run(move || closing.partitions.close_all())
+        .await
+        .unwrap();
+}

@@ -226,6 +226,7 @@ impl TxnMetadata {
             producer_epoch: self.producer_epoch,
             commit: self.state == TxnState::PrepareCommit,
             partitions: self.partitions.iter().cloned().collect(),
+            transaction_version: self.client_version,
         }
     }
 }
@@ -253,6 +254,8 @@ pub struct Completion {
     pub commit: bool,
     /// Where to write them.
     pub partitions: Vec<TopicPartition>,
+    /// The transaction version the markers are written under.
+    pub transaction_version: TransactionVersion,
 }
 
 /// What an InitProducerId call needs next.

@@ -23,43 +23,31 @@ pub const FEATURE: &str = "transaction.version";
 /// The highest level this broker implements.
 pub const MAX_LEVEL: i16 = 2;
 
-/// The transaction version a request (or a transaction) follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct TransactionVersion(pub i16);
+pub use krabka_ids::TransactionVersion;
 
-impl TransactionVersion {
-    /// Transactions as before KIP-890 part 2 (levels 0 and 1 differ only
-    /// in Kafka's record format).
-    pub const V0: Self = Self(0);
-    /// KIP-890 part 2: an epoch bump per transaction, implicit adds.
-    pub const V2: Self = Self(2);
-
-    /// Whether every EndTxn bumps the producer epoch.
-    #[must_use]
-    pub fn bumps_epoch(self) -> bool {
-        self.0 >= 2
+/// The version an EndTxn request of `version` follows (v5 is the version 2
+/// form).
+#[must_use]
+pub fn of_end_txn(version: i16) -> TransactionVersion {
+    if version >= 5 {
+        TransactionVersion::V2
+    } else {
+        TransactionVersion::V0
     }
+}
 
-    /// The version an EndTxn request of `version` follows (v5 is the
-    /// version 2 form).
-    #[must_use]
-    pub fn of_end_txn(version: i16) -> Self {
-        if version >= 5 { Self::V2 } else { Self::V0 }
-    }
+/// Whether a Produce of `version` adds its partitions to the transaction
+/// itself.
+#[must_use]
+pub fn produce_adds_partitions(version: i16) -> bool {
+    version >= 12
+}
 
-    /// Whether a Produce of `version` adds its partitions to the
-    /// transaction itself.
-    #[must_use]
-    pub fn produce_adds_partitions(version: i16) -> bool {
-        version >= 12
-    }
-
-    /// Whether a TxnOffsetCommit of `version` adds the group's partition
-    /// to the transaction itself.
-    #[must_use]
-    pub fn offset_commit_adds_partition(version: i16) -> bool {
-        version >= 5
-    }
+/// Whether a TxnOffsetCommit of `version` adds the group's partition to
+/// the transaction itself.
+#[must_use]
+pub fn offset_commit_adds_partition(version: i16) -> bool {
+    version >= 5
 }
 
 #[cfg(test)]
@@ -68,12 +56,12 @@ mod tests {
 
     #[test]
     fn request_versions_map_to_kafkas_transaction_versions() {
-        check!(TransactionVersion::of_end_txn(4) == TransactionVersion::V0);
-        check!(TransactionVersion::of_end_txn(5).bumps_epoch());
+        check!(of_end_txn(4) == TransactionVersion::V0);
+        check!(of_end_txn(5).bumps_epoch());
         check!(!TransactionVersion(1).bumps_epoch());
-        check!(!TransactionVersion::produce_adds_partitions(11));
-        check!(TransactionVersion::produce_adds_partitions(12));
-        check!(!TransactionVersion::offset_commit_adds_partition(4));
-        check!(TransactionVersion::offset_commit_adds_partition(5));
+        check!(!produce_adds_partitions(11));
+        check!(produce_adds_partitions(12));
+        check!(!offset_commit_adds_partition(4));
+        check!(offset_commit_adds_partition(5));
     }
 }

@@ -9,17 +9,14 @@
 //! COORDINATOR_NOT_AVAILABLE.
 
 use {
-    super::{
-        coordinator::TransactionCoordinator, error::TxnError, state::TopicPartition,
-        version::TransactionVersion,
-    },
+    super::{coordinator::TransactionCoordinator, error::TxnError, state::TopicPartition},
     crate::{
         broker::Broker,
         coordinator::{
-            group::{OFFSETS_TOPIC, RequestContext},
+            group::{OFFSETS_TOPIC, RequestContext, topic_ids},
             ownership::Refusal,
         },
-        network::codec::encode_response,
+        network::{codec::encode_response, newer::txn_offset_commit},
     },
     bytes::Bytes,
     kafka_protocol::{
@@ -193,21 +190,7 @@ fn txn_offset_commit_error(request: &TxnOffsetCommitRequest, code: i16) -> TxnOf
     response.topics = request
         .topics
         .iter()
-        .map(|t| {
-            let mut topic = TxnOffsetCommitResponseTopic::default();
-            topic.name = t.name.clone();
-            topic.partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let mut r = TxnOffsetCommitResponsePartition::default();
-                    r.partition_index = p.partition_index;
-                    r.error_code = code;
-                    r
-                })
-                .collect();
-            topic
-        })
+        .map(|t| topic_ids::answer_txn_commit_topic(t, code))
         .collect();
     response
 }
@@ -218,6 +201,22 @@ fn txn_offset_commit_error(request: &TxnOffsetCommitRequest, code: i16) -> TxnOf
 /// partitions of topics this broker does not have are answered
 /// UNKNOWN_TOPIC_OR_PARTITION, as OffsetCommit's are.
 async fn txn_offset_commit(
+    broker: &Arc<Broker>,
+    coordinator: Arc<TransactionCoordinator>,
+    version: i16,
+    mut request: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    if version < txn_offset_commit::FIRST_VERSION_BY_ID {
+        return txn_offset_commit_named(broker, coordinator, version, request).await;
+    }
+    let unknown = topic_ids::name_txn_commit(&broker.registry, &mut request);
+    let mut response = txn_offset_commit_named(broker, coordinator, version, request).await;
+    topic_ids::id_txn_commit_response(&broker.registry, &mut response, unknown);
+    response
+}
+
+/// TxnOffsetCommit once every topic is named.
+async fn txn_offset_commit_named(
     broker: &Arc<Broker>,
     coordinator: Arc<TransactionCoordinator>,
     version: i16,
@@ -235,7 +234,7 @@ async fn txn_offset_commit(
         ProducerEpoch(request.producer_epoch),
     );
     let offsets = TopicPartition::new(OFFSETS_TOPIC, partition);
-    let verified = if TransactionVersion::offset_commit_adds_partition(version) {
+    let verified = if super::version::offset_commit_adds_partition(version) {
         // Transactions v2: no AddOffsetsToTxn came first; the group's
         // partition joins the transaction here, wherever its coordinator is.
         add_implicitly(
@@ -432,7 +431,7 @@ pub async fn add_produced_partitions(
     version: i16,
     request: &ProduceRequest,
 ) -> Option<(i16, String)> {
-    if !TransactionVersion::produce_adds_partitions(version) {
+    if !super::version::produce_adds_partitions(version) {
         return None;
     }
     let transactional_id = request

@@ -8,8 +8,8 @@
 //! Most of these versions change one field or only a meaning
 //! (ListOffsets v11's new special timestamp), so a module is a few lines
 //! over the form `kafka-protocol` reads. OffsetCommit and OffsetFetch v10
-//! name topics by id: their requests are read here with the ids set, and
-//! the group handler names the topics
+//! name topics by id, and so does TxnOffsetCommit v6: their requests are
+//! read here with the ids set, and the handlers name the topics
 //! ([`crate::coordinator::group::topic_ids`]).
 //!
 //! Which versions each API has here is one column of the API table
@@ -22,6 +22,9 @@ pub mod describe_log_dirs;
 pub mod list_offsets;
 pub mod offset_commit;
 pub mod offset_fetch;
+pub mod slot;
+pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 pub use super::wire::EncodeError;
 
@@ -30,7 +33,8 @@ use {
     bytes::BytesMut,
     kafka_protocol::messages::{
         ApiKey, ApiVersionsResponse, DeleteGroupsResponse, DescribeLogDirsResponse,
-        ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse,
+        ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse, TxnOffsetCommitResponse,
+        WriteTxnMarkersResponse,
     },
     std::any::Any,
 };
@@ -76,6 +80,14 @@ pub fn encode_body<R: Any>(
             .downcast_ref::<DescribeLogDirsResponse>()
             .ok_or(missing)
             .map(|r| describe_log_dirs::encode(r, buf)),
+        ApiKey::TxnOffsetCommit => body
+            .downcast_ref::<TxnOffsetCommitResponse>()
+            .ok_or(missing)
+            .map(|r| txn_offset_commit::encode(r, buf)),
+        ApiKey::WriteTxnMarkers => body
+            .downcast_ref::<WriteTxnMarkersResponse>()
+            .ok_or(missing)
+            .and_then(|r| encode_as(r, write_txn_markers::RESPONSE_AS, buf)),
         _ => Err(missing),
     }
 }

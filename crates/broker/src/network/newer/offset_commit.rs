@@ -7,7 +7,7 @@
 //! [partition_index i32, committed_offset i64, committed_leader_epoch i32,
 //! committed_metadata compact_nullable_string, tags], tags], tags`. The
 //! request is read onto v9's struct with the ids set and the names empty;
-//! the group handler names the topics ([`super::topic_ids`]) and
+//! the group handler names the topics ([`crate::coordinator::group::topic_ids`]) and
 //! `kafka-protocol` writes the v10 response (it knows that one).
 
 use {

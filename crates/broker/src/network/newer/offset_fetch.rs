@@ -5,7 +5,7 @@
 //! compact_nullable_string, member_epoch i32, topics (nullable) [topic_id
 //! uuid, partition_indexes [i32], tags], tags], require_stable bool, tags`.
 //! As for OffsetCommit v10, the request is read onto v9's struct with the
-//! ids set, the group handler names the topics ([`super::topic_ids`]), and
+//! ids set, the group handler names the topics ([`crate::coordinator::group::topic_ids`]), and
 //! `kafka-protocol` writes the v10 response.
 
 use {

@@ -378,3 +378,118 @@ fn api_versions_v5_carries_the_expected_cluster_and_node() {
         Request::ApiVersionsUnsupported
     ));
 }
+
+/// A TxnOffsetCommit v6 frame: transaction "tx", group "g", producer 9 at
+/// epoch 2, generation 3, member "m", no instance id, one topic by `id`
+/// with partition 1 at offset 42.
+fn txn_offset_commit_v6(id: uuid::Uuid) -> Bytes {
+    let mut buf = header(ApiKey::TxnOffsetCommit, 6);
+    buf.put_compact_string(Some("tx"));
+    buf.put_compact_string(Some("g"));
+    buf.put_i64(9);
+    buf.put_i16(2);
+    buf.put_i32(3);
+    buf.put_compact_string(Some("m"));
+    buf.put_compact_string(None);
+    buf.put_compact_count(1);
+    buf.put_uuid(id);
+    buf.put_compact_count(1);
+    buf.put_i32(1);
+    buf.put_i64(42);
+    buf.put_i32(-1);
+    buf.put_compact_string(Some("meta"));
+    buf.put_no_tags();
+    buf.put_no_tags();
+    buf.put_no_tags();
+    buf.freeze()
+}
+
+#[test]
+fn txn_offset_commit_v6_names_topics_by_id() {
+    use crate::coordinator::txn::wire::TxnRequest;
+    let id = uuid::Uuid::from_u128(0xfeed);
+    let frame = txn_offset_commit_v6(id);
+    let Request::Txn(TxnRequest::TxnOffsetCommit(got)) = decoded(frame.clone()) else {
+        panic!("not TxnOffsetCommit");
+    };
+    check!(got.transactional_id.0.as_str() == "tx");
+    check!(got.group_id.0.as_str() == "g");
+    check!((got.producer_id.0, got.producer_epoch, got.generation_id) == (9, 2, 3));
+    check!(got.member_id.as_str() == "m");
+    check!(got.group_instance_id == None);
+    check!(got.topics.len() == 1);
+    check!(txn_offset_commit::topic_id(&got.topics[0].unknown_tagged_fields) == Some(id));
+    check!(got.topics[0].name.0.is_empty());
+    let p = &got.topics[0].partitions[0];
+    check!(
+        (
+            p.partition_index,
+            p.committed_offset,
+            p.committed_leader_epoch
+        ) == (1, 42, -1)
+    );
+    check!(p.committed_metadata.as_ref().map(StrBytes::as_str) == Some("meta"));
+    for cut in 1..frame.len() {
+        let _ = codec::decode_request(frame.slice(..cut), Served::Kafka4);
+    }
+
+    // The answer to the decoded topic carries its id.
+    let mut response = kafka_protocol::messages::TxnOffsetCommitResponse::default();
+    response.throttle_time_ms = 5;
+    response.topics =
+        vec![crate::coordinator::group::topic_ids::answer_txn_commit_topic(&got.topics[0], 100)];
+    let frame = codec::encode_response(ApiKey::TxnOffsetCommit, 6, 7, &response).unwrap();
+    let mut body = response_body(&frame);
+    let mut r = Reader::new(&mut body);
+    check!(r.i32() == Ok(5));
+    let topics = r
+        .compact_array(17, |r| {
+            let id = r.uuid()?;
+            let partitions = r.compact_array(6, |r| {
+                let p = (r.i32()?, r.i16()?);
+                r.skip_tagged_fields()?;
+                Ok(p)
+            })?;
+            r.skip_tagged_fields()?;
+            Ok((id, partitions))
+        })
+        .unwrap();
+    check!(topics == vec![(id, vec![(1, 100)])]);
+    r.skip_tagged_fields().unwrap();
+    check!(body.is_empty());
+}
+
+#[test]
+fn write_txn_markers_v2_carries_the_transaction_version() {
+    let mut buf = header(ApiKey::WriteTxnMarkers, 2);
+    buf.put_compact_count(1);
+    buf.put_i64(9);
+    buf.put_i16(2);
+    buf.put_u8(0);
+    buf.put_compact_count(1);
+    buf.put_compact_string(Some("data"));
+    buf.put_compact_count(1);
+    buf.put_i32(3);
+    buf.put_no_tags();
+    buf.put_i32(4);
+    buf.put_i8(2);
+    buf.put_no_tags();
+    buf.put_no_tags();
+    let frame = buf.freeze();
+    let Request::WriteTxnMarkers(r) = decoded(frame.clone()) else {
+        panic!("not WriteTxnMarkers");
+    };
+    let m = &r.markers[0];
+    check!((m.producer_id.0, m.producer_epoch, m.transaction_result) == (9, 2, false));
+    check!(m.coordinator_epoch == 4);
+    check!(m.topics[0].partition_indexes == vec![3]);
+    check!(write_txn_markers::transaction_version(m) == krabka_ids::TransactionVersion::V2);
+    for cut in 1..frame.len() {
+        let _ = codec::decode_request(frame.slice(..cut), Served::Kafka4);
+    }
+    // The answer is v1's form.
+    let answer = crate::handlers::txn_markers::answer_all(&r, 47);
+    let v2 = codec::encode_response(ApiKey::WriteTxnMarkers, 2, 7, &answer).unwrap();
+    let v1 = codec::encode_response(ApiKey::WriteTxnMarkers, 1, 7, &answer).unwrap();
+    check!(v2 == v1);
+}
