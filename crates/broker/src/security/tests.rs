@@ -417,3 +417,80 @@ fn the_brokers_own_sasl_login_comes_from_the_inter_broker_listeners_jaas_config(
         .unwrap();
     check!(own.tls.is_none() && own.sasl.is_none());
 }
+
+/// TxnOffsetCommit v6 names topics by id: the ACL check reads the topic
+/// the id names, and a refused topic is answered under its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactions_offsets_by_topic_id_are_checked_by_name() {
+    use crate::network::{newer::txn_offset_commit, wire::Reader};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path(), &[]);
+    for topic in ["open", "closed"] {
+        crate::handlers::admin::create_topic(&broker, topic, 1, -1, &[], BTreeMap::new(), false)
+            .await
+            .unwrap();
+    }
+    let grant = |resource_type, name: &str, operation| AclBinding {
+        pattern: ResourcePattern {
+            resource_type,
+            name: name.into(),
+            pattern_type: PatternType::Literal,
+        },
+        ..allow("alice", operation, name)
+    };
+    let authorizer = broker.security.authorizer.as_ref().unwrap();
+    check!(
+        authorizer
+            .create(&[
+                allow("alice", Operation::Read, "open"),
+                grant(ResourceType::Group, "g", Operation::Read),
+                grant(ResourceType::TransactionalId, "tx", Operation::Write),
+            ])
+            .iter()
+            .all(Result::is_ok)
+    );
+    let alice = session(&broker, "alice");
+    let id = |name: &str| broker.registry.get(name).unwrap().id;
+    let mut request = TxnOffsetCommitRequest::default();
+    request.transactional_id = TransactionalId(StrBytes::from_static_str("tx"));
+    request.group_id = GroupId(StrBytes::from_static_str("g"));
+    request.producer_id = ProducerId(1);
+    request.generation_id = -1;
+    for topic in ["open", "closed"] {
+        let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+        txn_offset_commit::set_topic_id(&mut t.unknown_tagged_fields, id(topic));
+        let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+        p.committed_offset = 3;
+        t.partitions.push(p);
+        request.topics.push(t);
+    }
+    let mut answer = crate::handlers::test_call::call_raw(
+        &broker,
+        Some(&alice),
+        ApiKey::TxnOffsetCommit,
+        6,
+        Request::Txn(crate::coordinator::txn::wire::TxnRequest::TxnOffsetCommit(
+            request,
+        )),
+    )
+    .await;
+    let mut r = Reader::new(&mut answer);
+    check!(r.i32() == Ok(0));
+    let topics = r
+        .compact_array(17, |r| {
+            let id = r.uuid()?;
+            let partitions = r.compact_array(6, |r| {
+                let p = (r.i32()?, r.i16()?);
+                r.skip_tagged_fields()?;
+                Ok(p)
+            })?;
+            r.skip_tagged_fields()?;
+            Ok((id, partitions))
+        })
+        .unwrap();
+    // "open" passes the check and reaches the (unstarted) coordinator;
+    // "closed" is refused under its id.
+    check!(topics.contains(&(id("closed"), vec![(0, 29)])));
+    check!(topics.contains(&(id("open"), vec![(0, 15)])));
+    check!(topics.len() == 2);
+}

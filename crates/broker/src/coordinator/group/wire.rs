@@ -77,9 +77,10 @@ pub async fn handle(
     );
     let id = header.correlation_id;
     let c = coordinator.as_ref();
-    if let Some(refused) = refuse_unavailable(c, api_key, version, id, &request) {
-        return refused;
-    }
+    let fixup = match refuse_unavailable(c, api_key, version, id, &request, fixup) {
+        Ok(refused) => return refused,
+        Err(fixup) => fixup,
+    };
     match request {
         GroupRequest::FindCoordinator(r) => {
             let mut response = c.find_coordinator(&ctx, r.clone()).await;
@@ -203,14 +204,17 @@ pub async fn handle(
 /// `COORDINATOR_NOT_AVAILABLE` when it could not be read (the coordinator
 /// would otherwise serve it from a state missing what it holds). Requests
 /// naming several groups are answered per group after the coordinator ran
-/// (it knows none of those groups, so it wrote nothing for them).
+/// (it knows none of those groups, so it wrote nothing for them). The
+/// parts the authorizer refused keep their codes (`fixup`), which is given
+/// back when the request is not refused here.
 fn refuse_unavailable(
     c: &super::GroupCoordinator,
     api_key: ApiKey,
     version: i16,
     id: i32,
     request: &GroupRequest,
-) -> Option<Result<Bytes, String>> {
+    fixup: crate::security::authorize::Fixup,
+) -> Result<Result<Bytes, String>, crate::security::authorize::Fixup> {
     let group = match request {
         GroupRequest::JoinGroup(r) => &r.group_id,
         GroupRequest::SyncGroup(r) => &r.group_id,
@@ -220,9 +224,11 @@ fn refuse_unavailable(
         GroupRequest::ConsumerGroupHeartbeat(r) => &r.group_id,
         GroupRequest::OffsetCommit(r) => &r.group_id,
         GroupRequest::OffsetFetch(r) if version < 8 => &r.group_id,
-        _ => return None,
+        _ => return Err(fixup),
     };
-    let refusal = c.refusal(group.0.as_str())?;
+    let Some(refusal) = c.refusal(group.0.as_str()) else {
+        return Err(fixup);
+    };
     let code = refusal.code();
     match request {
         GroupRequest::JoinGroup(r) => {
@@ -230,33 +236,33 @@ fn refuse_unavailable(
             response.error_code = code;
             response.generation_id = -1;
             response.member_id = r.member_id.clone();
-            Some(encode_response(api_key, version, id, &response))
+            Ok(encode_response(api_key, version, id, &fixup.fill(response)))
         }
         GroupRequest::SyncGroup(_) => {
             let mut response = SyncGroupResponse::default();
             response.error_code = code;
-            Some(encode_response(api_key, version, id, &response))
+            Ok(encode_response(api_key, version, id, &fixup.fill(response)))
         }
         GroupRequest::Heartbeat(_) => {
             let mut response = HeartbeatResponse::default();
             response.error_code = code;
-            Some(encode_response(api_key, version, id, &response))
+            Ok(encode_response(api_key, version, id, &fixup.fill(response)))
         }
         GroupRequest::LeaveGroup(_) => {
             let mut response = LeaveGroupResponse::default();
             response.error_code = code;
-            Some(encode_response(api_key, version, id, &response))
+            Ok(encode_response(api_key, version, id, &fixup.fill(response)))
         }
         GroupRequest::OffsetDelete(_) => {
             let mut response = OffsetDeleteResponse::default();
             response.error_code = code;
-            Some(encode_response(api_key, version, id, &response))
+            Ok(encode_response(api_key, version, id, &fixup.fill(response)))
         }
         GroupRequest::ConsumerGroupHeartbeat(_) => {
             let mut response = ConsumerGroupHeartbeatResponse::default();
             response.error_code = code;
             response.error_message = Some(StrBytes::from_string(refusal.reason()));
-            Some(encode_response(api_key, version, id, &response))
+            Ok(encode_response(api_key, version, id, &fixup.fill(response)))
         }
         GroupRequest::OffsetCommit(r) => {
             let topics = r
@@ -265,14 +271,14 @@ fn refuse_unavailable(
                 .map(|t| topic_ids::answer_commit_topic(t, code))
                 .collect();
             let response = OffsetCommitResponse::default().with_topics(topics);
-            Some(encode_response(api_key, version, id, &response))
+            Ok(encode_response(api_key, version, id, &fixup.fill(response)))
         }
         GroupRequest::OffsetFetch(_) => {
             let mut response = OffsetFetchResponse::default();
             response.error_code = code;
-            Some(encode_response(api_key, version, id, &response))
+            Ok(encode_response(api_key, version, id, &fixup.fill(response)))
         }
-        _ => None,
+        _ => Err(fixup),
     }
 }
 

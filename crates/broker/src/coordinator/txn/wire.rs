@@ -75,11 +75,12 @@ fn offsets_partition(broker: &Broker, group: &str) -> i32 {
 }
 
 /// The answer to a request that reached no coordinator: every part of it
-/// `code`.
+/// `code`, and the parts the authorizer refused with its codes (`fixup`).
 fn unavailable(
     request: &TxnRequest,
     version: i16,
     code: i16,
+    fixup: crate::security::authorize::Fixup,
 ) -> Result<Box<dyn Encodable>, String> {
     Ok(match request {
         TxnRequest::AddPartitionsToTxn(r) => {
@@ -90,21 +91,21 @@ fn unavailable(
                 response.results_by_topic_v3_and_below =
                     super::coordinator::topic_results(&r.v3_and_below_topics, |_| code);
             }
-            Box::new(response)
+            Box::new(fixup.fill(response))
         }
         TxnRequest::AddOffsetsToTxn(_) => {
             let mut response = AddOffsetsToTxnResponse::default();
             response.error_code = code;
-            Box::new(response)
+            Box::new(fixup.fill(response))
         }
         TxnRequest::EndTxn(_) => {
             let mut response = EndTxnResponse::default();
             response.error_code = code;
             response.producer_id = kafka_protocol::messages::ProducerId(-1);
             response.producer_epoch = -1;
-            Box::new(response)
+            Box::new(fixup.fill(response))
         }
-        TxnRequest::TxnOffsetCommit(r) => Box::new(txn_offset_commit_error(r, code)),
+        TxnRequest::TxnOffsetCommit(r) => Box::new(fixup.fill(txn_offset_commit_error(r, code))),
         TxnRequest::DescribeTransactions(r) => {
             let mut response = DescribeTransactionsResponse::default();
             response.transaction_states = r
@@ -120,12 +121,12 @@ fn unavailable(
                     d
                 })
                 .collect();
-            Box::new(response)
+            Box::new(fixup.fill(response))
         }
         TxnRequest::ListTransactions(_) => {
             let mut response = ListTransactionsResponse::default();
             response.error_code = code;
-            Box::new(response)
+            Box::new(fixup.fill(response))
         }
         TxnRequest::DescribeProducers(_) => {
             return Err("DescribeProducers needs no coordinator".into());
@@ -307,11 +308,12 @@ pub async fn handle(
             &request,
             version,
             ResponseError::CoordinatorNotAvailable.code(),
+            fixup,
         )?
         .encode(api_key, version, correlation_id);
     };
     if let Some(refused) = refusal(broker, &c, &request, version) {
-        return unavailable(&request, version, refused.code())?.encode(
+        return unavailable(&request, version, refused.code(), fixup)?.encode(
             api_key,
             version,
             correlation_id,
