@@ -56,7 +56,12 @@ def produce_errors(conf, topic, value, extra=None):
     """Delivery errors of one record (empty list: stored)."""
     errors = []
     producer = Producer(dict(conf, **{"linger.ms": 0, "message.timeout.ms": 15000}, **(extra or {})))
-    producer.produce(topic, value=value, on_delivery=lambda e, m: errors.append(e))
+    try:
+        producer.produce(topic, value=value, on_delivery=lambda e, m: errors.append(e))
+    except KafkaException as e:
+        # The producer may already know from its first metadata that the
+        # topic is refused: the error then comes from produce() itself.
+        errors.append(e.args[0])
     assert producer.flush(30) == 0
     return [e for e in errors if e is not None]
 

@@ -70,3 +70,22 @@ pub(crate) async fn call<R: Decodable>(
 ) -> R {
     call_as(broker, None, api, version, body).await
 }
+
+/// The topics of a response that names them by id (OffsetCommit v10,
+/// TxnOffsetCommit v6), read from `r` after its throttle time: each id with
+/// its partitions' (index, error code).
+pub(crate) fn topics_by_id(
+    r: &mut crate::network::wire::Reader<'_>,
+) -> Vec<(uuid::Uuid, Vec<(i32, i16)>)> {
+    r.compact_array(17, |r| {
+        let id = r.uuid()?;
+        let partitions = r.compact_array(6, |r| {
+            let p = (r.i32()?, r.i16()?);
+            r.skip_tagged_fields()?;
+            Ok(p)
+        })?;
+        r.skip_tagged_fields()?;
+        Ok((id, partitions))
+    })
+    .unwrap()
+}

@@ -338,18 +338,7 @@ async fn offsets_sent_by_topic_id_commit_with_the_transaction_and_survive_a_cras
         crate::handlers::test_call::call_raw(&broker, None, ApiKey::TxnOffsetCommit, 6, body).await;
     let mut r = Reader::new(&mut answer);
     check!(r.i32() == Ok(0));
-    let mut topics = r
-        .compact_array(17, |r| {
-            let id = r.uuid()?;
-            let partitions = r.compact_array(6, |r| {
-                let p = (r.i32()?, r.i16()?);
-                r.skip_tagged_fields()?;
-                Ok(p)
-            })?;
-            r.skip_tagged_fields()?;
-            Ok((id, partitions))
-        })
-        .unwrap();
+    let mut topics = crate::handlers::test_call::topics_by_id(&mut r);
     topics.sort();
     let mut expected = vec![(data, vec![(0, 0)]), (stranger, vec![(0, 100)])];
     expected.sort();
