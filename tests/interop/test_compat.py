@@ -94,8 +94,10 @@ def test_every_kafka_topic_config_is_accepted_and_reported(broker):
 
 def delivery_errors(bootstrap, topic, records, extra=None):
     """Produces `records` ((key, value, timestamp)) as one batch; returns the
-    delivery error of each, in order (None for a delivered record)."""
-    conf = {"bootstrap.servers": bootstrap, "linger.ms": 500, "batch.num.messages": 1000,
+    delivery error of each, in order (None for a delivered record). The
+    linger is long so that nothing but flush() sends: a short one could expire
+    between two produce() calls on a loaded machine and split the batch."""
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 60000, "batch.num.messages": 1000,
             "retries": 0, "compression.type": "lz4"}
     conf.update(extra or {})
     producer = Producer(conf)
