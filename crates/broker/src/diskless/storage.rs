@@ -291,10 +291,14 @@ impl DisklessStorage {
             return;
         };
         let mut answers = Vec::with_capacity(prepared.batches.len());
+        let log_append_time = prepared.log_append_time;
         for (commit, bytes) in prepared.batches {
             let producer = commit.producer;
             let count = commit.offset_count;
-            answers.push((writer.append(commit, &bytes).await, producer, count));
+            let appended = writer
+                .append_patched(commit, &bytes, |b| patch(b, log_append_time))
+                .await;
+            answers.push((appended, producer, count));
         }
         drop(writer);
         // The writer holds them now (its own bound applies): the request
@@ -465,6 +469,16 @@ async fn run_queue(me: Weak<DisklessStorage>, mut jobs: mpsc::UnboundedReceiver<
     }
 }
 
+/// The rewrites of a batch's header the classic log makes too: the
+/// partition leader epoch, and with `LogAppendTime` the timestamp type, max
+/// timestamp and CRC. Made on the batch's copy in the object.
+fn patch(batch: &mut [u8], log_append_time: Option<i64>) {
+    batch::set_partition_leader_epoch(batch, LEADER_EPOCH.0);
+    if let Some(ts) = log_append_time {
+        batch::set_log_append_time(batch, ts);
+    }
+}
+
 /// A request's batches, checked and ready for the writer.
 struct Prepared {
     batches: Vec<(CommitBatch, Bytes)>,
@@ -507,14 +521,13 @@ fn prepare(
         let this = rest.get(..size).ok_or_else(|| LogError::CorruptRecord {
             reason: "batch outside the request".into(),
         })?;
-        let mut bytes = krabka_log::validate::validate_batch(this, &header, config, name, now)?
-            .unwrap_or_else(|| this.to_vec());
-        batch::set_partition_leader_epoch(&mut bytes, LEADER_EPOCH.0);
-        let mut max_timestamp = header.max_timestamp;
-        if let Some(ts) = log_append_time {
-            batch::set_log_append_time(&mut bytes, ts);
-            max_timestamp = ts;
-        }
+        // As the client sent it unless validation rewrote it; the header
+        // rewrites are made on the object's copy (see `patch`).
+        let bytes = match krabka_log::validate::validate_batch(this, &header, config, name, now)? {
+            Some(rewritten) => Bytes::from(rewritten),
+            None => records.slice(at..at + size),
+        };
+        let max_timestamp = log_append_time.unwrap_or(header.max_timestamp);
         let producer = header.has_producer_id().then(|| ProducerBatch {
             producer_id: header.producer_id,
             producer_epoch: header.producer_epoch,
@@ -534,7 +547,7 @@ fn prepare(
                 max_timestamp,
                 producer,
             },
-            Bytes::from(bytes),
+            bytes,
         ));
         at += size;
     }

@@ -359,3 +359,52 @@ async fn log_dirs_producers_expiry_and_metrics_see_diskless_partitions() {
     );
     runtime.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_append_time_and_the_leader_epoch_are_rewritten_in_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path()).await;
+    let b = Arc::clone(&broker);
+    crate::blocking::run(move || {
+        create_topic_now(
+            &b,
+            "lat",
+            1,
+            BTreeMap::from([
+                ("diskless.enable".to_owned(), "true".to_owned()),
+                (
+                    "message.timestamp.type".to_owned(),
+                    "LogAppendTime".to_owned(),
+                ),
+            ]),
+            None,
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let p = broker.partitions.storage("lat", 0).unwrap();
+    let sent = batch(3, 1_600_000_000_000, None, false);
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let info = append(&p, sent.clone()).await;
+    let appended_at = info.log_append_time.expect("the append time is answered");
+    check!(appended_at >= before);
+    let stored = read(&p, 0).await.unwrap();
+    // As Kafka does: the batch's type and max timestamp (the records keep
+    // their deltas), under a recomputed CRC that the header check verifies.
+    let header = krabka_log::batch::check_batch(&stored).unwrap();
+    check!(header.is_log_append_time());
+    check!(header.max_timestamp == appended_at);
+    let records = decode(&stored);
+    check!(records.len() == 3);
+    for r in &records {
+        check!(r.timestamp_type == TimestampType::LogAppend);
+        check!(r.partition_leader_epoch == crate::partition::LEADER_EPOCH.0);
+    }
+    // The request's own bytes were not touched: the rewrite is the object's.
+    check!(decode(&sent)[0].timestamp_type == TimestampType::Creation);
+    broker.partitions.diskless_started().unwrap().stop().await;
+}

@@ -111,11 +111,7 @@ impl DisklessStore {
                 mode: PutMode::Create,
                 ..PutOptions::default()
             };
-            match self
-                .store
-                .put_opts(&path, pieces(&bytes), options)
-                .await
-            {
+            match self.store.put_opts(&path, pieces(&bytes), options).await {
                 // The key is ours alone: taken means an earlier attempt landed.
                 Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => break,
                 Err(e) if attempt >= UPLOAD_ATTEMPTS => return Err(backend("upload", key, &e)),
@@ -243,7 +239,11 @@ mod tests {
 
     #[test]
     fn an_upload_goes_in_pieces_of_at_most_a_mebibyte() {
-        let bytes = Bytes::from((0..(5 * PUT_PIECE_BYTES / 2)).map(|i| i as u8).collect::<Vec<u8>>());
+        let bytes = Bytes::from(
+            (0..(5 * PUT_PIECE_BYTES / 2))
+                .map(|i| i as u8)
+                .collect::<Vec<u8>>(),
+        );
         let payload = pieces(&bytes);
         let sizes: Vec<usize> = payload.iter().map(Bytes::len).collect();
         check!(sizes == [PUT_PIECE_BYTES, PUT_PIECE_BYTES, PUT_PIECE_BYTES / 2]);
@@ -257,7 +257,9 @@ mod tests {
         let s = store(dir.path(), 0);
         let mut builder = ObjectBuilder::new();
         let p = DisklessPartition::new(uuid::Uuid::from_u128(1), 0);
-        let big: Vec<u8> = (0..3 * PUT_PIECE_BYTES + 17).map(|i| (i % 251) as u8).collect();
+        let big: Vec<u8> = (0..3 * PUT_PIECE_BYTES + 17)
+            .map(|i| (i % 251) as u8)
+            .collect();
         let placed = builder.push(p, &big).unwrap();
         let bytes = builder.finish();
         let key = s.new_key();

@@ -191,11 +191,30 @@ impl ObjectWriter {
     /// Adds one validated batch to the open object; the receiver gets its
     /// offsets once the object is committed. `batch.position` and
     /// `batch.size` are filled in here.
-    pub async fn append(&self, mut batch: CommitBatch, bytes: &[u8]) -> Appended {
+    pub async fn append(&self, batch: CommitBatch, bytes: &[u8]) -> Appended {
+        self.append_patched(batch, bytes, |_| {}).await
+    }
+
+    /// [`ObjectWriter::append`], with `patch` applied to the batch's copy in
+    /// the object (see [`ObjectBuilder::push_patched`]).
+    pub async fn append_patched(
+        &self,
+        mut batch: CommitBatch,
+        bytes: &[u8],
+        patch: impl FnOnce(&mut [u8]),
+    ) -> Appended {
         let (done, appended) = oneshot::channel();
+        let max = self.shared.config.max_object_bytes;
         let full = {
             let mut open = self.shared.lock();
-            match open.builder.push(batch.partition, bytes) {
+            if open.builder.is_empty() {
+                // A full object's batches and (most of) its footer, in one
+                // allocation: growing by doubling copied each object about
+                // once more.
+                open.builder
+                    .reserve(max.saturating_add(max / 8).saturating_add(bytes.len()));
+            }
+            match open.builder.push_patched(batch.partition, bytes, patch) {
                 Ok(placed) => {
                     batch.position = placed.position;
                     batch.size = placed.size;
@@ -204,8 +223,7 @@ impl ObjectWriter {
                         open.opened_at = Some(Instant::now());
                         self.shared.opened.notify_one();
                     }
-                    (open.builder.data_len() >= self.shared.config.max_object_bytes)
-                        .then_some(open.generation)
+                    (open.builder.data_len() >= max).then_some(open.generation)
                 }
                 Err(e) => {
                     let _ = done.send(Err(WriteError::Failed(e.to_string())));
