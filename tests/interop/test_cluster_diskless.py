@@ -4,9 +4,12 @@ serves every diskless partition, so a record produced through one broker
 is read back through the other, byte-identical, at offsets the database
 assigned densely across both; Metadata steers each partition's clients to
 one live broker, and when a broker dies its partitions move to the other,
-which serves everything either wrote."""
+which serves everything either wrote. With consolidation, a topic deleted
+through one broker that dies at once still has its tiered segments
+deleted, by the other."""
 
 import os
+import re
 import time
 
 from confluent_kafka import Producer
@@ -181,3 +184,98 @@ def test_a_fetch_parked_on_one_broker_wakes_on_a_commit_through_another(cluster_
     assert not waiter.is_alive()
     assert parked["error"] == 0 and parked["values"] == [b"second"], parked
     assert parked["seconds"] < 10, "woken by the commit, not by the end of its wait: %s" % parked
+
+
+def tier_segments(tier, topic):
+    """The segment files of `topic`'s partitions in the shared filesystem
+    tier: {partition: [file]} for the partitions that have any."""
+    out = {}
+    for d in os.listdir(tier) if os.path.isdir(tier) else []:
+        if not d.startswith(topic + "-"):  # <topic>-<partition>-<topic id>
+            continue
+        partition = d[len(topic) + 1:].partition("-")[0]
+        files = sorted(f for f in os.listdir(os.path.join(tier, d)) if f.endswith(".log"))
+        if partition.isdigit() and files:
+            out.setdefault(int(partition), []).extend(files)
+    return out
+
+
+def log_lines(broker):
+    """Every line of `broker`'s log so far, without colour codes."""
+    with open(broker.log_path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    return re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()
+
+
+def test_a_deleted_topics_segments_are_deleted_by_another_broker_when_the_deleting_one_dies(
+        cluster_db, cluster_factory, tmp_path):
+    """A consolidated diskless topic is deleted through broker 1, which is
+    killed (kill -9) as soon as DeleteTopics answers: the deletion left its
+    partitions pending in the database, in the transaction that deleted
+    the topic, so broker 2 deletes their segments from the shared tier and
+    the pending table empties. Broker 1 makes its remote log manager pass
+    only once, at start, so it never gets to the deletion itself."""
+    from helpers import admin, make_records, produce_confluent
+    from test_diskless_consolidation import BROKER as CONSOLIDATING, TOPIC_CONFIG
+
+    tier = str(tmp_path / "shared-tier")
+    common = {**CONSOLIDATING,
+              "krabka.diskless.storage.dir": str(tmp_path / "shared-store"),
+              "krabka.remote.log.storage.dir": tier}
+    one = cluster_factory(cluster_db, 1, {**common, "remote.log.manager.task.interval.ms": "3600000"})
+    two = cluster_factory(cluster_db, 2, common)
+    wait_for_cluster([one.bootstrap, two.bootstrap])
+
+    # Only a partition's reported leader consolidates it, and broker 1 never
+    # does: find a partition broker 2 leads (a topic's leaders follow from
+    # its id, so try another topic in the rare case it has none).
+    def agreed_leaders(topic):
+        """{partition: leader} once both brokers name the same ones."""
+        views = []
+        for b in (one, two):
+            md = admin(b.bootstrap).list_topics(topic, timeout=10)
+            t = md.topics.get(topic)
+            if t is None or t.error or len(md.brokers) != 2 or any(p.error for p in t.partitions.values()):
+                return None
+            views.append({i: p.leader for i, p in t.partitions.items()})
+        return views[0] if views[0] == views[1] else None
+
+    for attempt in range(10):
+        topic = "dl-gone-%d" % attempt
+        create_topic(one.bootstrap, topic, partitions=2, config=TOPIC_CONFIG)
+        leaders = wait_for("both brokers to agree on %s's leaders" % topic, lambda: agreed_leaders(topic))
+        mine = sorted(p for p, leader in leaders.items() if leader == 2)
+        if mine:
+            break
+    else:
+        raise AssertionError("broker 2 led no partition of ten topics")
+    partition = mine[0]
+    base = int(time.time() * 1000) - 600_000
+    produce_confluent(two.bootstrap, topic, make_records(1500, "gone"), partition=partition,
+                      timestamps=[base + 10 * i for i in range(1500)],
+                      extra={"linger.ms": 0, "batch.num.messages": 50})
+    wait_for("broker 2 to consolidate segments into the tier",
+             lambda: len(tier_segments(tier, topic).get(partition, [])) >= 2, timeout=90)
+    assert sql(cluster_db, "SELECT count(*) FROM pending_remote_deletions") == [("0",)]
+
+    # Deleted through broker 1, which dies the moment it has answered.
+    client = admin(one.bootstrap)
+    client.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
+    one.kill9()
+    assert sql(cluster_db, "SELECT count(*) FROM topics WHERE name = '%s'" % topic) == [("0",)]
+
+    # Broker 2 deletes the segments and the pending entries go.
+    wait_for("broker 2 to delete the deleted topic's segments",
+             lambda: tier_segments(tier, topic) == {}, timeout=60)
+    wait_for("the pending remote deletions to be done",
+             lambda: sql(cluster_db, "SELECT count(*) FROM pending_remote_deletions") == [("0",)], timeout=60)
+    # It was broker 2's doing, for both partitions; broker 1 did none of it.
+    log_one, log_two = log_lines(one), log_lines(two)
+    deleted = [line for line in log_two if "remote data deleted" in line]
+    for p in (0, 1):
+        assert any(":%s-%d " % (topic, p) in line for line in deleted), deleted
+    assert any("claimed pending remote deletions" in line for line in log_two)
+    assert not any("claimed pending remote deletions" in line or "remote data deleted" in line
+                   for line in log_one)
+    wait_for("broker 2 to forget the topic",
+             lambda: topic not in admin(two.bootstrap).list_topics(timeout=10).topics)

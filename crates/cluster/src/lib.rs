@@ -13,9 +13,10 @@
 //! touch, one module each: [`brokers`] (membership), [`shards`] (coordinator
 //! leases), [`topics`] (topics, partitions and configs), [`producer_ids`]
 //! (producer-id blocks), [`state`] (coordinator state tables),
-//! [`events`] (append-only event logs) and [`diskless`] (the batch
-//! coordinator of diskless topics). [`migrate`] creates and upgrades the
-//! schema when a broker connects.
+//! [`events`] (append-only event logs), [`diskless`] (the batch
+//! coordinator of diskless topics) and [`remote_deletions`] (the remote
+//! data deleted topics left in the tier). [`migrate`] creates and upgrades
+//! the schema when a broker connects.
 
 pub mod assignment;
 pub mod brokers;
@@ -28,6 +29,7 @@ pub mod lease;
 pub mod migrate;
 pub mod notify;
 pub mod producer_ids;
+pub mod remote_deletions;
 pub mod security;
 pub mod shards;
 pub mod state;

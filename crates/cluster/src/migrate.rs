@@ -60,6 +60,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "diskless consolidation",
         sql: include_str!("migrations/0007_diskless_consolidation.sql"),
     },
+    Migration {
+        version: 8,
+        name: "pending remote deletions",
+        sql: include_str!("migrations/0008_remote_deletions.sql"),
+    },
 ];
 
 /// The schema version this binary brings a database to.

@@ -235,21 +235,53 @@ impl Cluster {
     /// [`ClusterError::UnknownTopic`], [`ClusterError::Database`] /
     /// [`ClusterError::Unavailable`].
     pub async fn delete_topic(&self, name: &str) -> Result<(Uuid, i64), ClusterError> {
+        self.delete_topic_in("delete_topic", name, false).await
+    }
+
+    /// [`Cluster::delete_topic`] for a topic with data in the remote tier:
+    /// the same transaction records each of its partitions as a pending
+    /// remote deletion ([`crate::remote_deletions`]), so the topic is gone
+    /// only if its deletion is pending, and the other way round.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cluster::delete_topic`]; nothing is recorded then.
+    pub async fn delete_topic_and_remote_data(
+        &self,
+        name: &str,
+    ) -> Result<(Uuid, i64), ClusterError> {
+        self.delete_topic_in("delete_topic_and_remote_data", name, true)
+            .await
+    }
+
+    async fn delete_topic_in(
+        &self,
+        op: &'static str,
+        name: &str,
+        remote_data: bool,
+    ) -> Result<(Uuid, i64), ClusterError> {
         self.db
-            .run("delete_topic", async |conn| {
+            .run(op, async |conn| {
                 let tx = conn.transaction().await?;
                 let Some(row) = tx
                     .query_opt(
-                        "DELETE FROM topics WHERE name = $1 RETURNING topic_id",
+                        "SELECT topic_id FROM topics WHERE name = $1 FOR UPDATE",
                         &[&name],
                     )
                     .await?
                 else {
                     return Err(ClusterError::UnknownTopic(name.to_owned()).into());
                 };
+                let id: Uuid = row.get(0);
+                if remote_data {
+                    // Before the row goes: its partitions cascade with it.
+                    crate::remote_deletions::insert_pending(&tx, id).await?;
+                }
+                tx.execute("DELETE FROM topics WHERE topic_id = $1", &[&id])
+                    .await?;
                 let version = bump_version(&tx).await?;
                 tx.commit().await?;
-                Ok::<_, OpError>((row.get(0), version))
+                Ok::<_, OpError>((id, version))
             })
             .await
     }

@@ -16,6 +16,7 @@
 pub mod coordinator_state;
 pub mod coordinators;
 pub mod markers;
+pub mod remote_deletions;
 pub mod remote_log_metadata;
 pub mod security;
 pub mod settings;

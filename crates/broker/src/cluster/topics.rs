@@ -128,13 +128,26 @@ impl ClusterNode {
         })
     }
 
-    /// Deletes a topic in the database and here.
+    /// Deletes a topic in the database and here. With `remote_data`, the
+    /// same transaction records its partitions' remote data as pending
+    /// deletions, which every broker's remote log manager works through
+    /// ([`super::remote_deletions`]).
     ///
     /// # Errors
     ///
     /// An [`AdminError`] with Kafka's code.
-    pub async fn delete_topic(&self, broker: &Arc<Broker>, name: &str) -> Result<(), AdminError> {
-        self.cluster.delete_topic(name).await.map_err(admin_error)?;
+    pub async fn delete_topic(
+        &self,
+        broker: &Arc<Broker>,
+        name: &str,
+        remote_data: bool,
+    ) -> Result<(), AdminError> {
+        if remote_data {
+            self.cluster.delete_topic_and_remote_data(name).await
+        } else {
+            self.cluster.delete_topic(name).await
+        }
+        .map_err(admin_error)?;
         self.sync_metadata(broker)
             .await
             .map_err(|e| AdminError::new(ResponseError::KafkaStorageError, e.to_string()))

@@ -504,34 +504,24 @@ pub async fn handle_delete_topics(
                 result.name = Some(TopicName(StrBytes::from_string(meta.name.clone())));
                 result.topic_id = meta.id;
                 // A diskless topic's consolidated segments go through the
-                // partition delete lifecycle from here, journaled first.
+                // partition delete lifecycle on whichever broker claims
+                // them: the database records them as pending in the
+                // transaction that deletes the topic (`remote::delete`).
                 let diskless = meta
                     .configs
                     .get("diskless.enable")
                     .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-                let journaled = match broker.remote.get().cloned() {
-                    Some(rlm) if diskless => {
-                        let (name, id, partitions) = (meta.name.clone(), meta.id, meta.partitions);
-                        match crate::blocking::run(move || rlm.topic_deleted(&name, id, partitions))
-                            .await
-                        {
-                            Ok(Ok(())) => Ok(()),
-                            Ok(Err(e)) => Err(AdminError::new(
-                                ResponseError::KafkaStorageError,
-                                e.to_string(),
-                            )),
-                            Err(e) => Err(AdminError::new(
-                                ResponseError::UnknownServerError,
-                                e.to_string(),
-                            )),
-                        }
-                    }
-                    _ => Ok(()),
-                };
-                match (journaled, broker.cluster.get()) {
-                    (Err(e), _) => Err(e),
-                    (Ok(()), Some(node)) => node.delete_topic(broker, &meta.name).await,
-                    (Ok(()), None) => Ok(()),
+                let rlm = broker.remote.get().filter(|_| diskless);
+                match broker.cluster.get() {
+                    Some(node) => node
+                        .delete_topic(broker, &meta.name, rlm.is_some())
+                        .await
+                        .map(|()| {
+                            if let Some(rlm) = rlm {
+                                rlm.forget_topic(&meta.name);
+                            }
+                        }),
+                    None => Ok(()), // not reached: the guard
                 }
             }
             Some(meta) => {

@@ -5,15 +5,25 @@
 //!
 //! A topic deletion or a disable must finish even if the broker stops in the
 //! middle, and by then the topic may be gone from the registry, so each
-//! partition to clear is first written to a small journal file in the log
-//! dir; the remote log manager's task works through the journal on every
-//! pass (also the first one after a restart) and drops an entry only once
-//! its remote data is gone. A topic deletion walks the partition through
-//! `DELETE_PARTITION_MARKED` → `DELETE_PARTITION_STARTED` → (every segment
-//! through the segment delete lifecycle) → `DELETE_PARTITION_FINISHED`,
-//! resuming from whichever step the metadata shows. A disable uses the
-//! segment lifecycle alone, as Kafka does, so tiering can be turned on again
-//! afterwards.
+//! partition to clear is first recorded as pending in a [`DeletionStore`];
+//! the remote log manager's task works through the stores on every pass
+//! (also the first one after a restart) and drops an entry only once its
+//! remote data is gone; a failed entry waits for a later pass. A topic
+//! deletion walks the partition through `DELETE_PARTITION_MARKED` →
+//! `DELETE_PARTITION_STARTED` → (every segment through the segment delete
+//! lifecycle) → `DELETE_PARTITION_FINISHED`, resuming from whichever step
+//! the metadata shows. A disable uses the segment lifecycle alone, as Kafka
+//! does, so tiering can be turned on again afterwards.
+//!
+//! On a single node the store is a small journal file in the log dir
+//! ([`DeletionJournal`]), written before the topic is deleted. In cluster
+//! mode a broker is stateless and may never come back, so a diskless
+//! topic's deletion records its partitions in the cluster database instead,
+//! in the transaction that deletes the topic
+//! (`krabka_cluster::remote_deletions`): every broker's pass claims entries
+//! there (`crate::cluster::remote_deletions::DbDeletionStore`), so the
+//! segments its consolidation wrote are deleted even if the deleting broker
+//! dies at once; a dead broker's claims pass to the others.
 //!
 //! DeleteRecords moves the partition's log start, which for a tiered
 //! partition may lie below the local log start: the partition has its log
@@ -23,7 +33,7 @@
 //! the remote segments wholly below it.
 
 use {
-    super::{RemoteLogManager, backend, now_ms},
+    super::{RemoteLogManager, backend, now_ms, settings::MetadataManagerChoice},
     crate::{
         broker::Broker,
         error::BrokerError,
@@ -102,6 +112,39 @@ impl PendingDeletion {
             cause,
             partition: TopicIdPartition::new(id, topic.to_owned(), partition),
         })
+    }
+}
+
+/// Where pending remote deletions are kept: what a task pass works
+/// through, entry by entry.
+pub trait DeletionStore {
+    /// What the store is, for the log.
+    fn name(&self) -> &'static str;
+
+    /// The entries this broker is to work on now (a store shared by the
+    /// brokers of a cluster claims them for this one). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The store's error; the pass skips the store then.
+    fn take(&self) -> Result<Vec<PendingDeletion>, BrokerError>;
+
+    /// Drops an entry whose remote data is gone. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The store's error; the entry stays and a later pass finds its data
+    /// gone.
+    fn finished(&self, entry: &PendingDeletion) -> Result<(), BrokerError>;
+
+    /// An entry whose deletion failed: it stays for a later pass (a shared
+    /// store lets any broker take it). Blocking.
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    fn failed(&self, _entry: &PendingDeletion) -> Result<(), BrokerError> {
+        Ok(())
     }
 }
 
@@ -215,6 +258,20 @@ impl DeletionJournal {
     }
 }
 
+impl DeletionStore for DeletionJournal {
+    fn name(&self) -> &'static str {
+        "the remote-deletion journal"
+    }
+
+    fn take(&self) -> Result<Vec<PendingDeletion>, BrokerError> {
+        Ok(self.pending())
+    }
+
+    fn finished(&self, entry: &PendingDeletion) -> Result<(), BrokerError> {
+        self.remove(entry)
+    }
+}
+
 /// Kafka's reason for refusing to turn tiering off without deleting.
 pub const DISABLE_WITHOUT_DELETE: &str = "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.";
 
@@ -288,9 +345,11 @@ impl RemoteLogManager {
         Ok(())
     }
 
-    /// Topic deletion: journals every partition of the topic; the task's
-    /// next pass deletes its remote data (after any copy of the pass that
-    /// is running, so nothing copied late is left behind). Blocking.
+    /// Topic deletion on a single node: journals every partition of the
+    /// topic; the task's next pass deletes its remote data (after any copy
+    /// of the pass that is running, so nothing copied late is left behind).
+    /// In cluster mode the database records them with the topic's deletion
+    /// instead (`crate::cluster::ClusterNode::delete_topic`). Blocking.
     ///
     /// # Errors
     ///
@@ -341,7 +400,9 @@ impl RemoteLogManager {
         self.deletions.add(&entries)
     }
 
-    fn forget_topic(&self, topic: &str) {
+    /// Forgets the task's state of a deleted topic's partitions (its
+    /// remote data is recorded as pending elsewhere).
+    pub(crate) fn forget_topic(&self, topic: &str) {
         self.lock().retain(|(t, _), _| t != topic);
     }
 
@@ -374,13 +435,41 @@ impl RemoteLogManager {
         }
     }
 
-    /// Works through the journal; an entry that fails stays for the next
-    /// pass. Runs on the task's thread only, so it never overlaps a copy.
-    /// A disable waits until its alter has stored the new configuration:
-    /// before that the pass may still copy, and a copy made after the
-    /// deletion would be left in the tier with nobody to delete it.
+    /// Works through the pending deletions: this broker's journal, and in
+    /// cluster mode the entries it claims in the cluster database. An entry
+    /// that fails stays for the next pass. Runs on the task's thread only,
+    /// so it never overlaps a copy or a consolidation of this broker.
+    /// A broker whose remote metadata is in memory (a test setting) takes
+    /// no entry of the database: it cannot see the segments other brokers
+    /// wrote, and would drop entries whose data it never deleted.
     pub(super) fn process_pending_deletions(&self, broker: &Broker) {
-        for entry in self.deletions.pending() {
+        self.work_through(broker, &self.deletions);
+        if let Some(node) = broker.cluster.get()
+            && self.settings.metadata_manager == MetadataManagerChoice::Topic
+        {
+            self.work_through(
+                broker,
+                &crate::cluster::remote_deletions::DbDeletionStore::new(node),
+            );
+        }
+    }
+
+    /// Works through one store's entries. A disable waits until its alter
+    /// has stored the new configuration: before that the pass may still
+    /// copy, and a copy made after the deletion would be left in the tier
+    /// with nobody to delete it.
+    fn work_through(&self, broker: &Broker, store: &dyn DeletionStore) {
+        let entries = match store.take() {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!(store = store.name(), error = %e, "cannot read pending remote deletions; retrying later");
+                return;
+            }
+        };
+        for entry in entries {
+            if self.stopping() {
+                return;
+            }
             if entry.cause == DeletionCause::TieringDisabled
                 && still_tiered(broker, &entry.partition)
             {
@@ -388,8 +477,8 @@ impl RemoteLogManager {
             }
             match self.delete_partition_data(&entry) {
                 Ok(()) => {
-                    if let Err(e) = self.deletions.remove(&entry) {
-                        tracing::warn!(error = %e, "remote deletion done but not journaled");
+                    if let Err(e) = store.finished(&entry) {
+                        tracing::warn!(store = store.name(), error = %e, "remote deletion done but not recorded");
                     }
                     if entry.cause == DeletionCause::TieringDisabled {
                         // The next enable starts from an empty tier.
@@ -407,6 +496,9 @@ impl RemoteLogManager {
                 }
                 Err(e) => {
                     tracing::warn!(partition = %entry.partition, error = %e, "deleting remote data failed; retrying later");
+                    if let Err(e) = store.failed(&entry) {
+                        tracing::warn!(store = store.name(), error = %e, "cannot give up a failed remote deletion");
+                    }
                 }
             }
         }
