@@ -265,11 +265,28 @@ def test_three_clients_write_and_read_through_all_three_brokers(cluster_db, disk
     from kafka import TopicPartition as KpPartition
 
     c = diskless_cluster(cluster_db)
-    topic = "dl-clients"
     # 24 partitions: each broker leads some (rendezvous hashing of a random
     # topic id), so a client writing one partition per broker talks to all
-    # three, and every partition holds batches of all three clients.
-    leaders = c.create_topic(topic, 24)
+    # three, and every partition holds batches of all three clients. Once
+    # failed in CI with a broker leading none: the brokers agree on leaders
+    # over the brokers they see live, and a lease renewed late on a loaded
+    # machine leaves one out for a while. So wait until all three lead some,
+    # and take another topic in the rare case its id leaves one out.
+    def all_three_lead(topic):
+        leaders = c.agreed_leaders(topic, 24)
+        return leaders if set(leaders.values()) == {1, 2, 3} else None
+
+    for attempt in range(3):
+        topic = "dl-clients-%d" % attempt
+        c.create_topic(topic, 24)
+        try:
+            leaders = wait_for(lambda: all_three_lead(topic), timeout=20,
+                               what="all three brokers to lead partitions of %s" % topic)
+            break
+        except AssertionError:
+            continue
+    else:
+        raise AssertionError("no topic of three had partitions led by all three brokers")
     chosen = {node: min(p for p, n in leaders.items() if n == node) for node in (1, 2, 3)}
     expected = {p: [] for p in chosen.values()}
 
