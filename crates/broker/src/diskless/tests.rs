@@ -102,23 +102,33 @@ async fn offset_of(p: &Arc<dyn PartitionStorage>, query: OffsetQuery) -> Option<
         .map(|t| t.offset)
 }
 
+/// Creates topic `name` of `partitions` with `diskless.enable=true` and
+/// `configs`.
+async fn create_diskless(
+    broker: &Arc<Broker>,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) {
+    let b = Arc::clone(broker);
+    let name = name.to_owned();
+    let mut all = BTreeMap::from([("diskless.enable".to_owned(), "true".to_owned())]);
+    all.extend(
+        configs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    crate::blocking::run(move || create_topic_now(&b, &name, partitions, all, None))
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_fetch_offsets_and_a_reopen_on_the_embedded_coordinator() {
     let dir = tempfile::tempdir().unwrap();
     let broker = open(dir.path()).await;
-    let b = Arc::clone(&broker);
-    crate::blocking::run(move || {
-        create_topic_now(
-            &b,
-            "d",
-            2,
-            BTreeMap::from([("diskless.enable".to_owned(), "true".to_owned())]),
-            None,
-        )
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    create_diskless(&broker, "d", 2, &[]).await;
     check!(broker.partitions.get("d", 0).is_none(), "no local log");
     let p = broker.partitions.storage("d", 0).unwrap();
     let t0 = 1_700_000_000_000;
@@ -364,25 +374,13 @@ async fn log_dirs_producers_expiry_and_metrics_see_diskless_partitions() {
 async fn log_append_time_and_the_leader_epoch_are_rewritten_in_the_object() {
     let dir = tempfile::tempdir().unwrap();
     let broker = open(dir.path()).await;
-    let b = Arc::clone(&broker);
-    crate::blocking::run(move || {
-        create_topic_now(
-            &b,
-            "lat",
-            1,
-            BTreeMap::from([
-                ("diskless.enable".to_owned(), "true".to_owned()),
-                (
-                    "message.timestamp.type".to_owned(),
-                    "LogAppendTime".to_owned(),
-                ),
-            ]),
-            None,
-        )
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    create_diskless(
+        &broker,
+        "lat",
+        1,
+        &[("message.timestamp.type", "LogAppendTime")],
+    )
+    .await;
     let p = broker.partitions.storage("lat", 0).unwrap();
     let sent = batch(3, 1_600_000_000_000, None, false);
     let before = std::time::SystemTime::now()
