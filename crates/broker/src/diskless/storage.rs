@@ -487,7 +487,9 @@ struct Prepared {
 }
 
 /// Kafka's checks of a client's batches, as the classic log makes them, and
-/// the rewrites it makes (recompression, LogAppendTime, leader epoch).
+/// validation's rewrites (recompression); each batch is the request's own
+/// bytes otherwise. The header rewrites come later, on the object's copy
+/// ([`patch`]).
 fn prepare(
     records: &Bytes,
     config: &LogConfig,

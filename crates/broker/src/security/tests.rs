@@ -61,6 +61,15 @@ async fn call<R: Decodable>(
     crate::handlers::test_call::call_as(broker, Some(session), api, version, body).await
 }
 
+/// Topics `open` and `closed`, one partition each, for the ACL tests.
+async fn create_open_and_closed(broker: &Arc<Broker>) {
+    for topic in ["open", "closed"] {
+        crate::handlers::admin::create_topic(broker, topic, 1, -1, &[], BTreeMap::new(), false)
+            .await
+            .unwrap();
+    }
+}
+
 fn allow(user: &str, operation: Operation, name: &str) -> AclBinding {
     AclBinding {
         pattern: ResourcePattern {
@@ -110,11 +119,7 @@ fn produce_request(topic: &str) -> ProduceRequest {
 async fn refused_parts_never_reach_the_handlers() {
     let dir = tempfile::tempdir().unwrap();
     let broker = broker(dir.path(), &[]);
-    for topic in ["open", "closed"] {
-        crate::handlers::admin::create_topic(&broker, topic, 1, -1, &[], BTreeMap::new(), false)
-            .await
-            .unwrap();
-    }
+    create_open_and_closed(&broker).await;
     let authorizer = broker.security.authorizer.as_ref().unwrap();
     check!(
         authorizer
@@ -425,11 +430,7 @@ async fn a_transactions_offsets_by_topic_id_are_checked_by_name() {
     use crate::network::{newer::txn_offset_commit, wire::Reader};
     let dir = tempfile::tempdir().unwrap();
     let broker = broker(dir.path(), &[]);
-    for topic in ["open", "closed"] {
-        crate::handlers::admin::create_topic(&broker, topic, 1, -1, &[], BTreeMap::new(), false)
-            .await
-            .unwrap();
-    }
+    create_open_and_closed(&broker).await;
     let grant = |resource_type, name: &str, operation| AclBinding {
         pattern: ResourcePattern {
             resource_type,
