@@ -80,6 +80,9 @@ class KrabkaBroker:
         """SIGTERM and wait for the clean shutdown; returns the exit code."""
         if self.process is None:
             return None
+        # A test that paused the broker (SIGSTOP) and failed before waking
+        # it: a stopped process would hold SIGTERM until continued.
+        self.process.send_signal(signal.SIGCONT)
         self.process.send_signal(signal.SIGTERM)
         try:
             code = self.process.wait(timeout=timeout)
@@ -136,11 +139,19 @@ def broker_factory(tmp_path):
         return b
 
     yield make
+    # Every broker is stopped even when one of them will not stop cleanly.
+    failures = []
     for b in started:
         if b.alive():
-            code = b.stop()
+            try:
+                code = b.stop()
+            except RuntimeError as e:
+                failures.append(e)
+                continue
             if code != 0:
                 print(b.log())
+    if failures:
+        raise failures[0]
 
 
 @pytest.fixture

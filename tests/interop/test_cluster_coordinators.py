@@ -45,21 +45,22 @@ def find_coordinator(admin, group):
     return found.coordinator.id
 
 
+def spread(cluster_db):
+    """The shards each of brokers 1–3 holds once every broker holds its
+    share of the 100 (shards spread by index over the live brokers, about
+    33 each), else None."""
+    rows = sql(cluster_db, "SELECT owner, count(*) FROM shard_leases WHERE kind <> 'controller' "
+                           "AND expires_at > now() AND owner IS NOT NULL GROUP BY owner")
+    counts = {int(o): int(c) for o, c in rows}
+    # Settled, not merely begun: a test that pauses or kills a broker
+    # while it is still handing shards on tests something else.
+    settled = sorted(counts) == [1, 2, 3] and sum(counts.values()) == 100 and min(counts.values()) >= 30
+    return counts if settled else None
+
+
 def three_brokers(cluster_db, cluster_factory):
     brokers = {n: cluster_factory(cluster_db, n) for n in (1, 2, 3)}
-
-    def spread():
-        # Every broker holds its share of the 100 shards (shards spread by
-        # index over the live brokers, about 33 each).
-        rows = sql(cluster_db, "SELECT owner, count(*) FROM shard_leases WHERE kind <> 'controller' "
-                               "AND expires_at > now() AND owner IS NOT NULL GROUP BY owner")
-        counts = {int(o): int(c) for o, c in rows}
-        # Settled, not merely begun: a test that pauses or kills a broker
-        # while it is still handing shards on tests something else.
-        settled = sorted(counts) == [1, 2, 3] and sum(counts.values()) == 100 and min(counts.values()) >= 30
-        return counts if settled else None
-
-    wait_for("the coordinator shards to spread over three brokers", spread, timeout=60)
+    wait_for("the coordinator shards to spread over three brokers", lambda: spread(cluster_db), timeout=60)
     return brokers
 
 
@@ -276,6 +277,22 @@ def test_a_paused_coordinator_does_not_write_after_its_shard_moved(cluster_db, c
     # Clients read what the new owner wrote, through any broker, once the
     # woken broker is back in the cluster (the shard may move back to it).
     readers = [AdminClient({"bootstrap.servers": b.bootstrap}) for b in brokers.values()]
+    # Read once the shards have settled again and every broker names their
+    # owner: an OffsetFetch that meets a shard in the middle of a move is
+    # answered NOT_COORDINATOR, on which librdkafka's admin client (2.16)
+    # dereferences the consumer group it does not have and crashes the
+    # interpreter (confluent-kafka-javascript#374).
+    def settled():
+        owner = shard_owner(cluster_db, "__consumer_offsets", shard)
+        if not spread(cluster_db) or owner is None:
+            return None
+        try:
+            named = [find_coordinator(reader, group) for reader in readers]
+        except KafkaException:
+            return None
+        return owner if named == [owner[0]] * len(readers) else None
+
+    wait_for("the shards to settle after the broker woke", settled, timeout=60)
     for b, reader in zip(brokers.values(), readers):
         assert wait_for("the committed offset through %s" % b.bootstrap,
                         lambda reader=reader: committed(reader, group, "paused", 0) == 7)

@@ -27,7 +27,7 @@ from helpers import consume_confluent, create_topic, produce_confluent
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_corpus", "frames")
 SEED = int(os.environ.get("KRABKA_FUZZ_SEED", "20261204"))
-SECONDS = float(os.environ.get("KRABKA_FUZZ_SECONDS", "150"))
+SECONDS = float(os.environ.get("KRABKA_FUZZ_SECONDS", "60"))
 SKIP_APIS = {int(k) for k in os.environ.get("KRABKA_FUZZ_SKIP_APIS", "").split(",") if k.strip()}
 SENDERS = 4
 RSS_BOUND = 1024 * 2**20

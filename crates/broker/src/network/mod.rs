@@ -237,7 +237,9 @@ pub async fn serve(
                         // and close it: a refusal, not a hang, and the
                         // listener stops signalling it.
                         reserve.release();
-                        if let Some(Ok((stream, peer))) = listener.accept().now_or_never() {
+                        let refused = listener.accept().now_or_never();
+                        let took_one = matches!(refused, Some(Ok(_)));
+                        if let Some(Ok((stream, peer))) = refused {
                             drop(stream);
                             metrics::connection_refused("file descriptors");
                             refusals.refused(Some(peer), &format!("out of file descriptors ({e})"));
@@ -245,6 +247,13 @@ pub async fn serve(
                             refusals.refused(None, &format!("accept failed: {e}"));
                         }
                         reserve.restore();
+                        if took_one && reserve.is_held() {
+                            // Progress: the next waiting client is refused
+                            // as fast, not one per backoff step.
+                            backoff = Duration::ZERO;
+                            tokio::task::yield_now().await;
+                            continue;
+                        }
                     } else {
                         tracing::warn!(error = %e, "accept failed");
                     }
