@@ -258,6 +258,18 @@ def test_a_paused_coordinator_does_not_write_after_its_shard_moved(cluster_db, c
                     return False
 
             wait_for("the survivors to drop the paused broker from Metadata", dropped, timeout=30)
+
+            # And until both name the new owner: one whose view of the
+            # shard is a renewal round behind would send the alter to the
+            # paused broker, which never answers.
+            def name_the_new_owner():
+                try:
+                    return all(v.describe_consumer_groups([group])[group].result(5).coordinator.id == moved[0]
+                               for v in views)
+                except (KafkaException, TimeoutError):
+                    return False
+
+            wait_for("the survivors to name the shard's new owner", name_the_new_owner, timeout=60)
             # A new client: one already connected to the paused broker may
             # send it the lookup and wait on it.
             during = AdminClient({"bootstrap.servers": survivors})
