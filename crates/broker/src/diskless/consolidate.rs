@@ -38,7 +38,7 @@ use {
         broker::Broker,
         partition::LEADER_EPOCH,
         remote::{
-            RemoteLogManager, SegmentToCopy,
+            RemoteLogManager, SegmentToCopy, UNFINISHED_AGE_MS,
             policy::{self, RemoteSegment, Retention},
         },
     },
@@ -66,10 +66,6 @@ const CHUNK_BYTES: u32 = 8 * 1024 * 1024;
 /// Segments one partition consolidates per pass at most, so one partition
 /// with a backlog does not hold up the others.
 const SEGMENTS_PER_PASS: usize = 4;
-/// How old an unfinished copy or delete must be before the partition's
-/// consolidator cleans it up: far longer than any copy takes, so a racer
-/// still copying is never cut short.
-pub const UNFINISHED_AGE_MS: i64 = 15 * 60 * 1000;
 
 fn failed(message: impl std::fmt::Display) -> RemoteStorageError {
     RemoteStorageError::Backend {

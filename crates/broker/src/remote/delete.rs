@@ -23,7 +23,12 @@
 //! (`krabka_cluster::remote_deletions`): every broker's pass claims entries
 //! there (`crate::cluster::remote_deletions::DbDeletionStore`), so the
 //! segments its consolidation wrote are deleted even if the deleting broker
-//! dies at once; a dead broker's claims pass to the others.
+//! dies at once; a dead broker's claims pass to the others. A copy may be
+//! uploading into the partition meanwhile (a consolidation that began
+//! before the deletion): its finish is refused and its broker deletes what
+//! it uploaded, and the entry stays pending until no copy can still land
+//! (this broker's own are tracked, other brokers' age out after
+//! [`UNFINISHED_AGE_MS`]), so nothing is left in the tier.
 //!
 //! DeleteRecords moves the partition's log start, which for a tiered
 //! partition may lie below the local log start: the partition has its log
@@ -33,7 +38,9 @@
 //! the remote segments wholly below it.
 
 use {
-    super::{RemoteLogManager, backend, now_ms, settings::MetadataManagerChoice},
+    super::{
+        RemoteLogManager, UNFINISHED_AGE_MS, backend, now_ms, settings::MetadataManagerChoice,
+    },
     crate::{
         broker::Broker,
         error::BrokerError,
@@ -535,13 +542,43 @@ impl RemoteLogManager {
         Ok(())
     }
 
+    /// Deletes every segment of a partition whose remote data is to go,
+    /// except copies that may still be uploading: this broker's own copies
+    /// under way, and other brokers' begun less than [`UNFINISHED_AGE_MS`]
+    /// ago (a consolidation that began before the topic was deleted), whose
+    /// data would land after a delete. Those are left to a later pass, and
+    /// the error keeps the entry pending until nothing can land any more.
+    fn delete_all_segments(&self, tp: &TopicIdPartition) -> Result<(), RemoteStorageError> {
+        let recent = now_ms().saturating_sub(UNFINISHED_AGE_MS);
+        let (in_flight, done): (Vec<_>, Vec<_>) = self
+            .metadata
+            .list_remote_log_segments(tp)?
+            .into_iter()
+            .partition(|m| {
+                m.state() == RemoteLogSegmentState::CopySegmentStarted
+                    && if m.broker_id().0 == self.broker_id {
+                        self.is_copying(m.remote_log_segment_id().id())
+                    } else {
+                        m.event_timestamp_ms() > recent
+                    }
+            });
+        self.delete_segments(&done)?;
+        if in_flight.is_empty() {
+            Ok(())
+        } else {
+            Err(backend(format!(
+                "{} copies into {tp} began less than {} minutes ago and may still be uploading; their data is deleted once they are older",
+                in_flight.len(),
+                UNFINISHED_AGE_MS / 60_000
+            )))
+        }
+    }
+
     fn delete_partition_data(&self, entry: &PendingDeletion) -> Result<(), RemoteStorageError> {
         let tp = &entry.partition;
         self.wait_ready(tp)?;
         match entry.cause {
-            DeletionCause::TieringDisabled => {
-                self.delete_segments(&self.metadata.list_remote_log_segments(tp)?)
-            }
+            DeletionCause::TieringDisabled => self.delete_all_segments(tp),
             DeletionCause::TopicDeleted => {
                 use RemotePartitionDeleteState::{
                     DeletePartitionFinished, DeletePartitionMarked, DeletePartitionStarted,
@@ -569,7 +606,7 @@ impl RemoteLogManager {
                     step = Some(DeletePartitionStarted);
                 }
                 if step == Some(DeletePartitionStarted) {
-                    self.delete_segments(&self.metadata.list_remote_log_segments(tp)?)?;
+                    self.delete_all_segments(tp)?;
                     put(DeletePartitionFinished)?;
                 }
                 self.metadata

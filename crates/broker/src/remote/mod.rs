@@ -73,6 +73,10 @@ use {
 /// Bytes read from the remote tier at least, so small fetches of a
 /// sequential consumer do not each cost a remote round trip per batch.
 const MIN_REMOTE_READ: usize = 64 * 1024;
+/// How old an unfinished copy must be before anything deletes it: far
+/// longer than any copy takes, so a copy still uploading (another broker's
+/// consolidation, say) is never cut short, and none lands after it.
+pub const UNFINISHED_AGE_MS: i64 = 15 * 60 * 1000;
 
 /// Per-partition bookkeeping of the remote log manager's task (what it
 /// learns of the tier is published into the partition, [`TierOffsets`]).
@@ -136,6 +140,9 @@ pub struct RemoteLogManager {
     stopping: std::sync::atomic::AtomicBool,
     /// Diskless partitions whose metadata is loaded here ([`diskless`]).
     diskless_loaded: Mutex<std::collections::HashSet<TopicIdPartition>>,
+    /// The segments this broker is copying right now: a deletion leaves
+    /// them (and other brokers' recent copies) to a later pass.
+    copying: Mutex<std::collections::HashSet<uuid::Uuid>>,
 }
 
 impl std::fmt::Debug for RemoteLogManager {
@@ -273,6 +280,7 @@ impl RemoteLogManager {
             chain_heads: archive.chain_heads,
             stopping: std::sync::atomic::AtomicBool::new(false),
             diskless_loaded: Mutex::default(),
+            copying: Mutex::default(),
         }))
     }
 
@@ -726,11 +734,33 @@ impl RemoteLogManager {
             now_ms(),
             details,
         )?;
+        let id = metadata.remote_log_segment_id().id();
+        self.copying_now().insert(id);
+        let copied = self.copy_started(tp, &metadata, &segment.data, segment.size_bytes);
+        self.copying_now().remove(&id);
+        copied
+    }
+
+    fn copying_now(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<uuid::Uuid>> {
+        self.copying.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether this broker is copying segment `id` right now.
+    pub(crate) fn is_copying(&self, id: uuid::Uuid) -> bool {
+        self.copying_now().contains(&id)
+    }
+
+    /// The lifecycle of [`Self::copy_files`] from `COPY_SEGMENT_STARTED` on.
+    fn copy_started(
+        &self,
+        tp: &TopicIdPartition,
+        metadata: &RemoteLogSegmentMetadata,
+        data: &LogSegmentData,
+        size_bytes: u64,
+    ) -> Result<RemoteLogSegmentMetadata, RemoteStorageError> {
         self.metadata
             .add_remote_log_segment_metadata(metadata.clone())?;
-        let custom = self
-            .storage
-            .copy_log_segment_data(&metadata, &segment.data)?;
+        let custom = self.storage.copy_log_segment_data(metadata, data)?;
         let finished = RemoteLogSegmentMetadataUpdate::new(
             metadata.remote_log_segment_id().clone(),
             now_ms(),
@@ -738,12 +768,41 @@ impl RemoteLogManager {
             RemoteLogSegmentState::CopySegmentFinished,
             self.broker_id,
         );
-        self.metadata
-            .update_remote_log_segment_metadata(finished.clone())?;
-        metrics::copy_done(tp.topic(), segment.size_bytes);
+        if let Err(e) = self
+            .metadata
+            .update_remote_log_segment_metadata(finished.clone())
+        {
+            self.drop_refused_copy(metadata, &e);
+            return Err(e);
+        }
+        metrics::copy_done(tp.topic(), size_bytes);
         self.publish_chain_head(tp)?;
         // What the tier holds now, as a reader will find it.
         metadata.create_with_updates(&finished)
+    }
+
+    /// Deletes the data of a copy whose `COPY_SEGMENT_FINISHED` the
+    /// metadata refused for good: its partition was deleted, or its segment
+    /// deleted, while it uploaded, and no metadata is left to find the data
+    /// by. Any other error (the metadata unreachable, say) keeps the data,
+    /// since the update may have landed after all.
+    fn drop_refused_copy(&self, metadata: &RemoteLogSegmentMetadata, refusal: &RemoteStorageError) {
+        let for_good = matches!(
+            refusal,
+            RemoteStorageError::PartitionDeleted { .. }
+                | RemoteStorageError::IllegalStateTransition { .. }
+        );
+        if !for_good || self.archive {
+            return;
+        }
+        match self.storage.delete_log_segment_data(metadata) {
+            Ok(()) => {
+                tracing::info!(segment = %metadata.remote_log_segment_id(), reason = %refusal, "deleted a copy its metadata refused");
+            }
+            Err(e) => {
+                tracing::warn!(segment = %metadata.remote_log_segment_id(), reason = %refusal, error = %e, "cannot delete a copy its metadata refused");
+            }
+        }
     }
 
     /// In archive mode, publishes the partition's newest chain head into

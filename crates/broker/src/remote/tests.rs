@@ -5,7 +5,7 @@
 //! nothing here waits on a timer.
 
 use {
-    super::{Archive, RemoteLogManager, settings::RemoteSettings},
+    super::{Archive, RemoteLogManager, UNFINISHED_AGE_MS, settings::RemoteSettings},
     crate::{
         broker::Broker,
         config::{BrokerConfig, RawSettings},
@@ -27,8 +27,10 @@ use {
     krabka_log::ControlMarker,
     krabka_remote_storage::{
         BytePosition, CustomMetadata, IndexType, InmemoryRemoteLogMetadataManager,
-        LocalTieredStorage, LogSegmentData, RemoteLogMetadataManager, RemoteLogSegmentMetadata,
-        RemotePartitionDeleteState, RemoteStorageError, RemoteStorageManager, TopicIdPartition,
+        LocalTieredStorage, LogSegmentData, RemoteLogMetadataManager, RemoteLogSegmentDetails,
+        RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentState,
+        RemotePartitionDeleteMetadata, RemotePartitionDeleteState, RemoteStorageError,
+        RemoteStorageManager, TopicIdPartition,
     },
     std::{
         collections::BTreeMap,
@@ -609,6 +611,151 @@ async fn topic_deletion_deletes_the_remote_data_through_the_partition_lifecycle_
     check!(q.topic_id != old_id);
     check!(q.log_start_offset() == 0);
     check!(!q.tier_offsets().loaded);
+}
+
+/// A tier on which, once armed, the partition's deletion is marked while a
+/// copy uploads: what a topic deletion on another broker does to a copy in
+/// flight.
+struct DeletedDuringCopy {
+    inner: Arc<dyn RemoteStorageManager>,
+    armed: Arc<std::sync::OnceLock<Arc<InmemoryRemoteLogMetadataManager>>>,
+}
+
+impl RemoteStorageManager for DeletedDuringCopy {
+    fn copy_log_segment_data(
+        &self,
+        metadata: &RemoteLogSegmentMetadata,
+        segment: &LogSegmentData,
+    ) -> Result<Option<CustomMetadata>, RemoteStorageError> {
+        let custom = self.inner.copy_log_segment_data(metadata, segment)?;
+        if let Some(manager) = self.armed.get() {
+            manager.put_remote_partition_delete_metadata(RemotePartitionDeleteMetadata::new(
+                metadata.topic_id_partition().clone(),
+                RemotePartitionDeleteState::DeletePartitionMarked,
+                super::now_ms(),
+                1,
+            ))?;
+        }
+        Ok(custom)
+    }
+
+    fn fetch_log_segment(
+        &self,
+        metadata: &RemoteLogSegmentMetadata,
+        start: BytePosition,
+        end: Option<BytePosition>,
+    ) -> Result<Bytes, RemoteStorageError> {
+        self.inner.fetch_log_segment(metadata, start, end)
+    }
+
+    fn fetch_index(
+        &self,
+        metadata: &RemoteLogSegmentMetadata,
+        index_type: IndexType,
+    ) -> Result<Bytes, RemoteStorageError> {
+        self.inner.fetch_index(metadata, index_type)
+    }
+
+    fn delete_log_segment_data(
+        &self,
+        metadata: &RemoteLogSegmentMetadata,
+    ) -> Result<(), RemoteStorageError> {
+        self.inner.delete_log_segment_data(metadata)
+    }
+}
+
+/// Another broker's copy into `tp`, begun `age_ms` ago and not finished.
+fn copy_begun(tp: &TopicIdPartition, age_ms: i64) -> RemoteLogSegmentMetadata {
+    RemoteLogSegmentMetadata::new(
+        RemoteLogSegmentId::generate_new(tp.clone()),
+        0,
+        9,
+        base(),
+        2,
+        super::now_ms() - age_ms,
+        RemoteLogSegmentDetails::new(
+            100,
+            RemoteLogSegmentState::CopySegmentStarted,
+            BTreeMap::from([(LEADER_EPOCH, 0)]),
+        ),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_that_meets_a_topic_deletion_leaves_nothing_in_the_tier() {
+    let armed = Arc::new(std::sync::OnceLock::new());
+    let arm = Arc::clone(&armed);
+    let h = harness_with(&[], move |inner| {
+        Arc::new(DeletedDuringCopy { inner, armed: arm })
+    });
+    let p = h.topic("racing", &[]).await;
+    for n in 0..10 {
+        append(&p, batch(&format!("a{n}"), 1_000, None));
+    }
+    h.pass().await;
+    let tiered = h.tier_logs(&p);
+    check!(tiered.len() > 1);
+    let tp = RemoteLogManager::tip(&p);
+    // Other brokers' copies: one begun a second ago, which may still land,
+    // and one a dead broker began long ago, which cannot.
+    let (fresh, stale) = (
+        copy_begun(&tp, 1_000),
+        copy_begun(&tp, UNFINISHED_AGE_MS + 60_000),
+    );
+    for m in [&fresh, &stale] {
+        h.metadata
+            .add_remote_log_segment_metadata(m.clone())
+            .unwrap();
+    }
+
+    // The partition is deleted while this broker uploads its next segment:
+    // the finish is refused and it deletes what it uploaded, which no
+    // metadata would find.
+    for n in 0..10 {
+        append(&p, batch(&format!("b{n}"), 1_000, None));
+    }
+    armed.set(Arc::clone(&h.metadata)).unwrap();
+    h.pass().await;
+    check!(h.tier_logs(&p) == tiered);
+    let unfinished = h
+        .metadata
+        .list_remote_log_segments(&tp)
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.state() == RemoteLogSegmentState::CopySegmentStarted)
+        .count();
+    check!(unfinished == 3);
+    drop(p);
+
+    delete_topic(&h, "racing").await;
+    h.pass().await;
+    // The tiered segments, this broker's refused copy (no longer under
+    // way) and the stale one are deleted; the other broker's fresh copy
+    // holds the deletion open for a later pass, by when nothing can land
+    // any more.
+    let left: Vec<_> = h
+        .metadata
+        .list_remote_log_segments(&tp)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.remote_log_segment_id().clone())
+        .collect();
+    check!(left == vec![fresh.remote_log_segment_id().clone()]);
+    check!(h.tier_logs_of(&tp).is_empty());
+    check!(
+        h.metadata
+            .remote_partition_delete_metadata(&tp)
+            .unwrap()
+            .map(|d| d.state())
+            == Some(RemotePartitionDeleteState::DeletePartitionStarted)
+    );
+    let journal = h.broker.config.log_dir.join(super::delete::JOURNAL_FILE);
+    check!(
+        std::fs::read_to_string(&journal)
+            .unwrap()
+            .contains("topic-deleted")
+    );
 }
 
 async fn alter_topic(h: &Harness, topic: &str, pairs: &[(&str, &str)]) -> (i16, String) {
