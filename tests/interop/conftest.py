@@ -6,6 +6,7 @@ Each test gets its own data directory and a free 127.0.0.1 port; the
 `KrabkaBroker` object lets a test restart it cleanly or kill -9 it.
 """
 
+import ctypes
 import os
 import shutil
 import signal
@@ -14,6 +15,17 @@ import subprocess
 import time
 
 import pytest
+
+PR_SET_PDEATHSIG = 1
+# Looked up here, not in the forked child (which must not import).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def die_with_parent():
+    """In a child before exec: SIGKILL when the process that started it
+    exits (Linux's PR_SET_PDEATHSIG)."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
 
 KRABKA_BIN = os.environ.get("KRABKA_BIN", "/work/main/target/release/krabka")
 
@@ -63,7 +75,7 @@ class KrabkaBroker:
         env.setdefault("RUST_LOG", "info")
         self.process = subprocess.Popen(
             self.command(), stdout=self.log_file, stderr=subprocess.STDOUT, env=env,
-            preexec_fn=self.preexec_fn,
+            preexec_fn=self._in_child,
         )
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -75,6 +87,13 @@ class KrabkaBroker:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("krabka did not start listening:\n" + self.log())
+
+    def _in_child(self):
+        # Dies with pytest: a run that crashes (librdkafka has crashed the
+        # interpreter) must not leave brokers running behind it.
+        die_with_parent()
+        if self.preexec_fn is not None:
+            self.preexec_fn()
 
     def stop(self, timeout=30):
         """SIGTERM and wait for the clean shutdown; returns the exit code."""
