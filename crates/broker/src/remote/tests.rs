@@ -496,19 +496,48 @@ async fn delete_records_on_a_tiered_topic_above_the_local_start_also_drops_the_t
     check!(h.tier_logs(&p).is_empty());
 }
 
-/// A tier whose deletes fail while `failing` is set.
-struct FlakyDeletes {
-    inner: Arc<dyn RemoteStorageManager>,
+/// A tier around the filesystem one with two hooks: its deletes fail
+/// while `failing` is set, and once `deleting` is armed with the metadata
+/// manager, each copy marks its partition deleted as it uploads (what a
+/// topic deletion on another broker does to a copy in flight).
+#[derive(Default)]
+struct HookedTier {
     failing: Arc<std::sync::atomic::AtomicBool>,
+    deleting: Arc<std::sync::OnceLock<Arc<InmemoryRemoteLogMetadataManager>>>,
 }
 
-impl RemoteStorageManager for FlakyDeletes {
+impl HookedTier {
+    fn around(&self, inner: Arc<dyn RemoteStorageManager>) -> Arc<dyn RemoteStorageManager> {
+        Arc::new(Hooked {
+            inner,
+            failing: Arc::clone(&self.failing),
+            deleting: Arc::clone(&self.deleting),
+        })
+    }
+}
+
+struct Hooked {
+    inner: Arc<dyn RemoteStorageManager>,
+    failing: Arc<std::sync::atomic::AtomicBool>,
+    deleting: Arc<std::sync::OnceLock<Arc<InmemoryRemoteLogMetadataManager>>>,
+}
+
+impl RemoteStorageManager for Hooked {
     fn copy_log_segment_data(
         &self,
         metadata: &RemoteLogSegmentMetadata,
         segment: &LogSegmentData,
     ) -> Result<Option<CustomMetadata>, RemoteStorageError> {
-        self.inner.copy_log_segment_data(metadata, segment)
+        let custom = self.inner.copy_log_segment_data(metadata, segment)?;
+        if let Some(manager) = self.deleting.get() {
+            manager.put_remote_partition_delete_metadata(RemotePartitionDeleteMetadata::new(
+                metadata.topic_id_partition().clone(),
+                RemotePartitionDeleteState::DeletePartitionMarked,
+                super::now_ms(),
+                1,
+            ))?;
+        }
+        Ok(custom)
     }
 
     fn fetch_log_segment(
@@ -541,6 +570,24 @@ impl RemoteStorageManager for FlakyDeletes {
     }
 }
 
+/// The partition's deletion has started, and the journal still holds it
+/// for a later pass.
+fn check_deletion_pending(h: &Harness, tp: &TopicIdPartition) {
+    check!(
+        h.metadata
+            .remote_partition_delete_metadata(tp)
+            .unwrap()
+            .map(|d| d.state())
+            == Some(RemotePartitionDeleteState::DeletePartitionStarted)
+    );
+    let journal = h.broker.config.log_dir.join(super::delete::JOURNAL_FILE);
+    check!(
+        std::fs::read_to_string(&journal)
+            .unwrap()
+            .contains("topic-deleted")
+    );
+}
+
 async fn delete_topic(h: &Harness, name: &str) {
     use kafka_protocol::messages::DeleteTopicsRequest;
     let mut request = DeleteTopicsRequest::default();
@@ -553,14 +600,9 @@ async fn delete_topic(h: &Harness, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topic_deletion_deletes_the_remote_data_through_the_partition_lifecycle_across_a_restart() {
-    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = Arc::clone(&failing);
-    let h = harness_with(&[], move |inner| {
-        Arc::new(FlakyDeletes {
-            inner,
-            failing: flag,
-        })
-    });
+    let hooks = HookedTier::default();
+    let failing = Arc::clone(&hooks.failing);
+    let h = harness_with(&[], |inner| hooks.around(inner));
     let p = h.topic("gone", &[]).await;
     for n in 0..20 {
         append(&p, batch(&format!("b{n}"), 1_000, None));
@@ -579,19 +621,8 @@ async fn topic_deletion_deletes_the_remote_data_through_the_partition_lifecycle_
     check!(h.broker.partitions.get("gone", 0).is_none());
     h.pass().await;
     check!(h.tier_logs_of(&tp).len() > 3);
-    check!(
-        h.metadata
-            .remote_partition_delete_metadata(&tp)
-            .unwrap()
-            .map(|d| d.state())
-            == Some(RemotePartitionDeleteState::DeletePartitionStarted)
-    );
+    check_deletion_pending(&h, &tp);
     let journal = h.broker.config.log_dir.join(super::delete::JOURNAL_FILE);
-    check!(
-        std::fs::read_to_string(&journal)
-            .unwrap()
-            .contains("topic-deleted")
-    );
 
     // "Restart": a new manager over the same metadata, disk and journal.
     failing.store(false, Ordering::Release);
@@ -611,57 +642,6 @@ async fn topic_deletion_deletes_the_remote_data_through_the_partition_lifecycle_
     check!(q.topic_id != old_id);
     check!(q.log_start_offset() == 0);
     check!(!q.tier_offsets().loaded);
-}
-
-/// A tier on which, once armed, the partition's deletion is marked while a
-/// copy uploads: what a topic deletion on another broker does to a copy in
-/// flight.
-struct DeletedDuringCopy {
-    inner: Arc<dyn RemoteStorageManager>,
-    armed: Arc<std::sync::OnceLock<Arc<InmemoryRemoteLogMetadataManager>>>,
-}
-
-impl RemoteStorageManager for DeletedDuringCopy {
-    fn copy_log_segment_data(
-        &self,
-        metadata: &RemoteLogSegmentMetadata,
-        segment: &LogSegmentData,
-    ) -> Result<Option<CustomMetadata>, RemoteStorageError> {
-        let custom = self.inner.copy_log_segment_data(metadata, segment)?;
-        if let Some(manager) = self.armed.get() {
-            manager.put_remote_partition_delete_metadata(RemotePartitionDeleteMetadata::new(
-                metadata.topic_id_partition().clone(),
-                RemotePartitionDeleteState::DeletePartitionMarked,
-                super::now_ms(),
-                1,
-            ))?;
-        }
-        Ok(custom)
-    }
-
-    fn fetch_log_segment(
-        &self,
-        metadata: &RemoteLogSegmentMetadata,
-        start: BytePosition,
-        end: Option<BytePosition>,
-    ) -> Result<Bytes, RemoteStorageError> {
-        self.inner.fetch_log_segment(metadata, start, end)
-    }
-
-    fn fetch_index(
-        &self,
-        metadata: &RemoteLogSegmentMetadata,
-        index_type: IndexType,
-    ) -> Result<Bytes, RemoteStorageError> {
-        self.inner.fetch_index(metadata, index_type)
-    }
-
-    fn delete_log_segment_data(
-        &self,
-        metadata: &RemoteLogSegmentMetadata,
-    ) -> Result<(), RemoteStorageError> {
-        self.inner.delete_log_segment_data(metadata)
-    }
 }
 
 /// Another broker's copy into `tp`, begun `age_ms` ago and not finished.
@@ -684,11 +664,8 @@ fn copy_begun(tp: &TopicIdPartition, age_ms: i64) -> RemoteLogSegmentMetadata {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_that_meets_a_topic_deletion_leaves_nothing_in_the_tier() {
-    let armed = Arc::new(std::sync::OnceLock::new());
-    let arm = Arc::clone(&armed);
-    let h = harness_with(&[], move |inner| {
-        Arc::new(DeletedDuringCopy { inner, armed: arm })
-    });
+    let hooks = HookedTier::default();
+    let h = harness_with(&[], |inner| hooks.around(inner));
     let p = h.topic("racing", &[]).await;
     for n in 0..10 {
         append(&p, batch(&format!("a{n}"), 1_000, None));
@@ -715,7 +692,7 @@ async fn a_copy_that_meets_a_topic_deletion_leaves_nothing_in_the_tier() {
     for n in 0..10 {
         append(&p, batch(&format!("b{n}"), 1_000, None));
     }
-    armed.set(Arc::clone(&h.metadata)).unwrap();
+    hooks.deleting.set(Arc::clone(&h.metadata)).unwrap();
     h.pass().await;
     check!(h.tier_logs(&p) == tiered);
     let unfinished = h
@@ -743,19 +720,7 @@ async fn a_copy_that_meets_a_topic_deletion_leaves_nothing_in_the_tier() {
         .collect();
     check!(left == vec![fresh.remote_log_segment_id().clone()]);
     check!(h.tier_logs_of(&tp).is_empty());
-    check!(
-        h.metadata
-            .remote_partition_delete_metadata(&tp)
-            .unwrap()
-            .map(|d| d.state())
-            == Some(RemotePartitionDeleteState::DeletePartitionStarted)
-    );
-    let journal = h.broker.config.log_dir.join(super::delete::JOURNAL_FILE);
-    check!(
-        std::fs::read_to_string(&journal)
-            .unwrap()
-            .contains("topic-deleted")
-    );
+    check_deletion_pending(&h, &tp);
 }
 
 async fn alter_topic(h: &Harness, topic: &str, pairs: &[(&str, &str)]) -> (i16, String) {
