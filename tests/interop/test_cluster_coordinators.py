@@ -38,10 +38,10 @@ def shard_owner(db, kind, shard):
     return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
 
-def find_coordinator(admin, group):
+def find_coordinator(admin, group, timeout=30):
     """The node FindCoordinator names for `group` (librdkafka's
     DescribeConsumerGroups reports the coordinator it found)."""
-    found = admin.describe_consumer_groups([group])[group].result(30)
+    found = admin.describe_consumer_groups([group])[group].result(timeout)
     return found.coordinator.id
 
 
@@ -264,8 +264,7 @@ def test_a_paused_coordinator_does_not_write_after_its_shard_moved(cluster_db, c
             # paused broker, which never answers.
             def name_the_new_owner():
                 try:
-                    return all(v.describe_consumer_groups([group])[group].result(5).coordinator.id == moved[0]
-                               for v in views)
+                    return all(find_coordinator(v, group, timeout=5) == moved[0] for v in views)
                 except (KafkaException, TimeoutError):
                     return False
 

@@ -237,15 +237,18 @@ pub async fn serve(
                         // and close it: a refusal, not a hang, and the
                         // listener stops signalling it.
                         reserve.release();
-                        let refused = listener.accept().now_or_never();
-                        let took_one = matches!(refused, Some(Ok(_)));
-                        if let Some(Ok((stream, peer))) = refused {
-                            drop(stream);
-                            metrics::connection_refused("file descriptors");
-                            refusals.refused(Some(peer), &format!("out of file descriptors ({e})"));
-                        } else {
-                            refusals.refused(None, &format!("accept failed: {e}"));
-                        }
+                        let took_one = match listener.accept().now_or_never() {
+                            Some(Ok((stream, peer))) => {
+                                drop(stream);
+                                metrics::connection_refused("file descriptors");
+                                refusals.refused(Some(peer), &format!("out of file descriptors ({e})"));
+                                true
+                            }
+                            _ => {
+                                refusals.refused(None, &format!("accept failed: {e}"));
+                                false
+                            }
+                        };
                         reserve.restore();
                         if took_one && reserve.is_held() {
                             // Progress: the next waiting client is refused

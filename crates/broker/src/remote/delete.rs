@@ -567,7 +567,7 @@ impl RemoteLogManager {
             Ok(())
         } else {
             Err(backend(format!(
-                "{} copies into {tp} began less than {} minutes ago and may still be uploading; their data is deleted once they are older",
+                "{} copies into {tp} may still be uploading (under way here, or begun by another broker less than {} minutes ago); they are deleted on a later pass",
                 in_flight.len(),
                 UNFINISHED_AGE_MS / 60_000
             )))

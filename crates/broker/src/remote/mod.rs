@@ -78,6 +78,27 @@ const MIN_REMOTE_READ: usize = 64 * 1024;
 /// consolidation, say) is never cut short, and none lands after it.
 pub const UNFINISHED_AGE_MS: i64 = 15 * 60 * 1000;
 
+/// A segment in [`RemoteLogManager`]'s set of copies under way for as long
+/// as this lives, so a copy that fails or panics never stays in it (a
+/// deletion would wait on it for ever).
+struct Copying<'a> {
+    rlm: &'a RemoteLogManager,
+    id: uuid::Uuid,
+}
+
+impl<'a> Copying<'a> {
+    fn new(rlm: &'a RemoteLogManager, id: uuid::Uuid) -> Self {
+        rlm.copying_now().insert(id);
+        Self { rlm, id }
+    }
+}
+
+impl Drop for Copying<'_> {
+    fn drop(&mut self) {
+        self.rlm.copying_now().remove(&self.id);
+    }
+}
+
 /// Per-partition bookkeeping of the remote log manager's task (what it
 /// learns of the tier is published into the partition, [`TierOffsets`]).
 #[derive(Debug, Clone, Default)]
@@ -734,11 +755,8 @@ impl RemoteLogManager {
             now_ms(),
             details,
         )?;
-        let id = metadata.remote_log_segment_id().id();
-        self.copying_now().insert(id);
-        let copied = self.copy_started(tp, &metadata, &segment.data, segment.size_bytes);
-        self.copying_now().remove(&id);
-        copied
+        let _copying = Copying::new(self, metadata.remote_log_segment_id().id());
+        self.copy_started(tp, &metadata, &segment.data, segment.size_bytes)
     }
 
     fn copying_now(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<uuid::Uuid>> {
