@@ -67,11 +67,20 @@ def m2_repo():
     return os.environ.get("KRABKA_COMPAT_M2", os.path.join(HERE, ".m2"))
 
 
-def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _load_ports():
+    """tests/interop/ports.py, one module for every test server's ports
+    (registered as `ports`, which the interop conftest imports)."""
+    if "ports" not in sys.modules:
+        import importlib.util
+        path = os.path.join(os.path.dirname(HERE), "interop", "ports.py")
+        spec = importlib.util.spec_from_file_location("ports", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["ports"] = module
+    return sys.modules["ports"]
+
+
+free_port = _load_ports().free_port
 
 
 def classpath(kind, version=KAFKA_VERSION, timeout=900):

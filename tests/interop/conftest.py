@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from ports import free_port  # noqa: F401 (tests import it from here)
+
 PR_SET_PDEATHSIG = 1
 # Looked up here, not in the forked child (which must not import).
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -28,13 +30,6 @@ def die_with_parent():
 
 
 KRABKA_BIN = os.environ.get("KRABKA_BIN", "/work/main/target/release/krabka")
-
-
-def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class KrabkaBroker:
