@@ -57,6 +57,7 @@
 //! assert_eq!(object.batch_bytes(&placed), &b"batch bytes as the client sent them"[..]);
 //! ```
 
+mod buffers;
 mod cache;
 mod cleaner;
 pub mod conformance;
@@ -70,6 +71,7 @@ mod types;
 mod writer;
 
 pub use {
+    buffers::BufferPool,
     cache::ObjectCache,
     cleaner::{CleanerPass, SweepPass, clean_once, sweep_orphans},
     coordinator::BatchCoordinator,

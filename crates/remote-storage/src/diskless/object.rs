@@ -19,7 +19,7 @@
 use {
     super::types::DisklessPartition,
     crate::RemoteStorageError,
-    bytes::{BufMut, Bytes, BytesMut},
+    bytes::{BufMut, Bytes},
     uuid::Uuid,
 };
 
@@ -49,7 +49,7 @@ pub struct ObjectBatch {
 /// Gathers batches into one object.
 #[derive(Debug, Default)]
 pub struct ObjectBuilder {
-    data: BytesMut,
+    data: Vec<u8>,
     batches: Vec<ObjectBatch>,
 }
 
@@ -58,6 +58,17 @@ impl ObjectBuilder {
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty object built in `buffer` (its contents are dropped, its
+    /// room kept): a writer hands in memory already used once.
+    #[must_use]
+    pub fn with_buffer(mut buffer: Vec<u8>) -> Self {
+        buffer.clear();
+        Self {
+            data: buffer,
+            batches: Vec::new(),
+        }
     }
 
     /// Room for `additional` more bytes without moving what is there: a
@@ -134,6 +145,18 @@ impl ObjectBuilder {
     /// The finished object: the batches, then the footer.
     #[must_use]
     pub fn finish(self) -> Bytes {
+        let data = self.finish_vec();
+        // An object closed early (by time) would otherwise keep the room
+        // reserved for a full one while it is cached.
+        if data.capacity() > 2 * data.len() {
+            return Bytes::copy_from_slice(&data);
+        }
+        Bytes::from(data)
+    }
+
+    /// [`ObjectBuilder::finish`] into the builder's own buffer, room and all.
+    #[must_use]
+    pub fn finish_vec(self) -> Vec<u8> {
         let Self { mut data, batches } = self;
         let footer_start = data.len();
         data.reserve(batches.len() * ENTRY_SIZE + TRAILER_SIZE);
@@ -145,16 +168,11 @@ impl ObjectBuilder {
             data.put_u32(b.crc);
         }
         data.put_u32(u32::try_from(batches.len()).unwrap_or(u32::MAX));
-        let crc = crc32c::crc32c(&data[footer_start..]);
+        let crc = crc32c::crc32c(data.get(footer_start..).unwrap_or_default());
         data.put_u32(crc);
         data.put_u16(OBJECT_FORMAT_VERSION);
         data.put_slice(&OBJECT_MAGIC);
-        // An object closed early (by time) would otherwise keep the room
-        // reserved for a full one while it is cached.
-        if data.capacity() > 2 * data.len() {
-            return Bytes::copy_from_slice(&data);
-        }
-        data.freeze()
+        data
     }
 }
 
@@ -301,7 +319,7 @@ pub fn rewrite_base_offset(batch: &mut [u8], base_offset: i64) -> Result<(), Rem
 
 #[cfg(test)]
 mod tests {
-    use {super::*, assert2::check, proptest::prelude::*};
+    use {super::*, assert2::check, bytes::BytesMut, proptest::prelude::*};
 
     fn partition(n: u8) -> DisklessPartition {
         DisklessPartition::new(Uuid::from_u128(u128::from(n) << 64 | 1), i32::from(n % 4))

@@ -23,6 +23,7 @@
 
 use {
     super::{
+        buffers::BufferPool,
         coordinator::BatchCoordinator,
         object::ObjectBuilder,
         store::DisklessStore,
@@ -42,6 +43,11 @@ use {
         time::Instant,
     },
 };
+
+/// Object buffers kept between objects (see [`BufferPool`]): enough for
+/// the next objects while evicted ones come back, a few object sizes of
+/// memory at most.
+const SPARE_BUFFERS: usize = 4;
 
 /// How a broker's writer gathers and commits objects.
 #[derive(Debug, Clone)]
@@ -101,6 +107,8 @@ struct Closed {
 struct Shared {
     config: WriterConfig,
     open: Mutex<Open>,
+    /// Buffers of objects gone from the cache, for the next objects.
+    buffers: Arc<BufferPool>,
     opened: Notify,
     closed: mpsc::Sender<Closed>,
 }
@@ -140,7 +148,7 @@ impl Shared {
                 .record((closed_at - opened_at).as_secs_f64());
         }
         Some(Closed {
-            bytes: taken.builder.finish(),
+            bytes: self.buffers.freeze(taken.builder.finish_vec()),
             waiting: taken.waiting,
             closed_at,
         })
@@ -163,6 +171,7 @@ impl ObjectWriter {
         let shared = Arc::new(Shared {
             config,
             open: Mutex::default(),
+            buffers: BufferPool::new(SPARE_BUFFERS),
             opened: Notify::new(),
             closed,
         });
@@ -210,9 +219,10 @@ impl ObjectWriter {
             if open.builder.is_empty() {
                 // A full object's batches and (most of) its footer, in one
                 // allocation: growing by doubling copied each object about
-                // once more.
-                open.builder
-                    .reserve(max.saturating_add(max / 8).saturating_add(bytes.len()));
+                // once more. Memory an earlier object used when there is.
+                let room = max.saturating_add(max / 8).saturating_add(bytes.len());
+                let fresh = max.saturating_add(max / 4);
+                open.builder = ObjectBuilder::with_buffer(self.shared.buffers.take(room, fresh));
             }
             match open.builder.push_patched(batch.partition, bytes, patch) {
                 Ok(placed) => {
@@ -573,6 +583,51 @@ mod tests {
         let object = ObjectFile::parse(&bytes).unwrap();
         check!(object.batches().len() == 10);
         check!(object.batch_bytes(&object.batches()[3]) == &[3u8; 100][..]);
+        w.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_full_object_s_buffer_holds_the_next_object() {
+        let f = fixture().await;
+        // The cache keeps nothing: an object's bytes go once committed.
+        let w = writer(&f, 4096, Duration::from_secs(3600));
+        for round in 0..3u8 {
+            // Three batches fill the object's room (no copy to shrink it).
+            let mut answers = Vec::new();
+            for _ in 0..3 {
+                answers.push(w.append(batch(f.partition, None), &[round; 2000]).await);
+            }
+            for answer in answers {
+                tokio::time::timeout(Duration::from_secs(30), answer)
+                    .await
+                    .expect("answered within the deadline")
+                    .unwrap()
+                    .unwrap();
+            }
+            // The upload's and commit's last views are dropped just after.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while w.shared.buffers.spare() == 0 {
+                assert!(Instant::now() < deadline, "the buffer never came back");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            check!(
+                w.shared.buffers.spare() == 1,
+                "one buffer, used again each round"
+            );
+        }
+        let objects = f.store.list().await.unwrap();
+        check!(objects.len() == 3);
+        let mut firsts = Vec::new();
+        for key in &objects {
+            let bytes = f.store.read(key, 0..6000).await.unwrap();
+            check!(
+                bytes.iter().all(|b| *b == bytes[0]),
+                "one round's batches, whole"
+            );
+            firsts.push(bytes[0]);
+        }
+        firsts.sort_unstable();
+        check!(firsts == [0, 1, 2]);
         w.stop().await;
     }
 
