@@ -26,8 +26,9 @@
 //! conversion ([`convert`]), local partitions answer with slices of their
 //! segment files instead of bytes: the response is encoded around them
 //! ([`zero_copy`]) and the records go to the socket with `sendfile`,
-//! holding no memory. Remote-tier and diskless reads answer bytes as
-//! before.
+//! holding no memory. Remote-tier and diskless reads answer bytes; a
+//! response with many of them is sent in parts too, each partition's
+//! records written from the buffer they were read into, on any connection.
 
 pub mod budget;
 pub mod convert;
@@ -349,9 +350,10 @@ pub async fn answer(
     } = fetch(broker, version, request, zero_copy).await;
     let mut response = fixup.fill(response);
     crate::metrics::fetch_answered(broker, &response, &files);
-    if !files.is_empty() {
+    if !files.is_empty() || in_memory_records(&response) >= PARTS_FROM_MEMORY {
         match zero_copy::encode(version, correlation_id, &response, files) {
             Ok(parts) => return Reply::Parts(Parts::new(parts, units)),
+            Err(files) if files.is_empty() => {}
             Err(files) => {
                 if let Err(reason) = read_files(&mut response, files, units.as_mut()).await {
                     return Reply::Close(format!("cannot read fetched records: {reason}"));
@@ -369,6 +371,23 @@ pub async fn answer(
         }
         Err(reason) => Reply::Close(format!("cannot encode Fetch v{version} response: {reason}")),
     }
+}
+
+/// Records in memory (diskless objects, the remote tier, converted
+/// batches) from this many bytes on leave as parts of their own rather
+/// than copied into one frame buffer: that copy went into fresh memory,
+/// faulted in page by page, at every large fetch.
+const PARTS_FROM_MEMORY: usize = 64 * 1024;
+
+/// Bytes of records the response holds in memory.
+fn in_memory_records(response: &FetchResponse) -> usize {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.as_ref())
+        .map(Bytes::len)
+        .sum()
 }
 
 /// Reads file records into the response, for a response the zero-copy

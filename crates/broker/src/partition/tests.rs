@@ -557,3 +557,55 @@ async fn records_sent_from_their_segment_file_hold_no_budget() {
     check!(frame == buffered.to_vec());
     broker.partitions.close_all();
 }
+
+#[tokio::test(start_paused = true)]
+async fn many_records_in_memory_leave_in_parts_of_their_own() {
+    use crate::network::writer::Part;
+    let (_dir, broker) = plain(1, &[]).await;
+    // Over 64 KiB of batches, read into memory (no zero copy here).
+    for n in 0..120 {
+        produce(&broker, 0, batch(&format!("b{n}"), 0, None)).await;
+    }
+    let request = || fetch_request(0, 0, 0, 1 << 20);
+    let reply = crate::fetch::answer(
+        &broker,
+        12,
+        7,
+        request(),
+        crate::security::authorize::Fixup::none(),
+        false,
+    )
+    .await;
+    let crate::handlers::Reply::Parts(parts) = reply else {
+        panic!("a large in-memory answer leaves in parts");
+    };
+    check!(parts.parts().iter().all(|p| matches!(p, Part::Bytes(_))));
+    let records = parts.parts().iter().map(Part::len).max().unwrap();
+    check!(
+        records > 64 * 1024,
+        "the records are one part, not copied into a frame"
+    );
+    let frame: Vec<u8> = parts
+        .parts()
+        .iter()
+        .flat_map(|p| match p {
+            Part::Bytes(b) => b.to_vec(),
+            Part::File(_) => unreachable!(),
+        })
+        .collect();
+    // They hold the fetch's budget until written.
+    check!(broker.fetch_memory.in_use() >= frame.len());
+    drop(parts);
+    check!(broker.fetch_memory.in_use() == 0);
+    // The same bytes as the response encoded whole.
+    let response = crate::fetch::handle_fetch(&broker, 12, request()).await;
+    let whole = crate::network::codec::encode_response(
+        kafka_protocol::messages::ApiKey::Fetch,
+        12,
+        7,
+        &response,
+    )
+    .unwrap();
+    check!(frame == whole.to_vec());
+    broker.partitions.close_all();
+}
