@@ -398,6 +398,20 @@ async fn produce(broker: &Broker, partition: i32, records: Bytes) {
     p.append(records).await.unwrap().unwrap();
 }
 
+/// Fetch v12 of partition 0 from offset 0 (up to 1 MiB), answered as the
+/// network layer would, `zero_copy` if the connection can send files.
+async fn answer(broker: &Arc<Broker>, zero_copy: bool) -> crate::handlers::Reply {
+    crate::fetch::answer(
+        broker,
+        12,
+        7,
+        fetch_request(0, 0, 0, 1 << 20),
+        crate::security::authorize::Fixup::none(),
+        zero_copy,
+    )
+    .await
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_parked_fetch_is_woken_by_its_partitions_only() {
     let (_dir, broker) = plain(2, &[]).await;
@@ -476,17 +490,7 @@ async fn a_fetch_waits_for_the_memory_budget_and_its_frame_holds_it_until_sent()
     let held = broker.fetch_memory.reserve(1 << 20).await;
     let answering = {
         let broker = Arc::clone(&broker);
-        tokio::spawn(async move {
-            crate::fetch::answer(
-                &broker,
-                12,
-                7,
-                fetch_request(0, 0, 0, 1 << 20),
-                crate::security::authorize::Fixup::none(),
-                false,
-            )
-            .await
-        })
+        tokio::spawn(async move { answer(&broker, false).await })
     };
     tokio::time::sleep(std::time::Duration::from_secs(60)).await;
     check!(
@@ -512,16 +516,7 @@ async fn records_sent_from_their_segment_file_hold_no_budget() {
     for n in 0..50 {
         produce(&broker, 0, batch(&format!("b{n}"), 0, None)).await;
     }
-    let request = || fetch_request(0, 0, 0, 1 << 20);
-    let reply = crate::fetch::answer(
-        &broker,
-        12,
-        7,
-        request(),
-        crate::security::authorize::Fixup::none(),
-        true,
-    )
-    .await;
+    let reply = answer(&broker, true).await;
     let crate::handlers::Reply::Parts(parts) = reply else {
         panic!("a zero-copy fetch of a local log answers parts");
     };
@@ -542,16 +537,7 @@ async fn records_sent_from_their_segment_file_hold_no_budget() {
     drop(parts);
     check!(broker.fetch_memory.in_use() == 0);
     // The same bytes as the buffered answer.
-    let crate::handlers::Reply::Frame(buffered) = crate::fetch::answer(
-        &broker,
-        12,
-        7,
-        request(),
-        crate::security::authorize::Fixup::none(),
-        false,
-    )
-    .await
-    else {
+    let crate::handlers::Reply::Frame(buffered) = answer(&broker, false).await else {
         panic!("a buffered fetch answers one frame");
     };
     check!(frame == buffered.to_vec());
@@ -566,16 +552,7 @@ async fn many_records_in_memory_leave_in_parts_of_their_own() {
     for n in 0..120 {
         produce(&broker, 0, batch(&format!("b{n}"), 0, None)).await;
     }
-    let request = || fetch_request(0, 0, 0, 1 << 20);
-    let reply = crate::fetch::answer(
-        &broker,
-        12,
-        7,
-        request(),
-        crate::security::authorize::Fixup::none(),
-        false,
-    )
-    .await;
+    let reply = answer(&broker, false).await;
     let crate::handlers::Reply::Parts(parts) = reply else {
         panic!("a large in-memory answer leaves in parts");
     };
@@ -598,7 +575,7 @@ async fn many_records_in_memory_leave_in_parts_of_their_own() {
     drop(parts);
     check!(broker.fetch_memory.in_use() == 0);
     // The same bytes as the response encoded whole.
-    let response = crate::fetch::handle_fetch(&broker, 12, request()).await;
+    let response = crate::fetch::handle_fetch(&broker, 12, fetch_request(0, 0, 0, 1 << 20)).await;
     let whole = crate::network::codec::encode_response(
         kafka_protocol::messages::ApiKey::Fetch,
         12,
