@@ -455,15 +455,18 @@ impl Segment {
         // is small (a fetch on a plain connection copies nothing else: a
         // 64 KiB first read was 13% of the bytes it sent from 1 MiB
         // batches), later ones larger.
-        let mut want = FIRST_SCAN_CHUNK;
         let mut chunk = Vec::new();
+        let mut first = true;
         // With large batches, reading only each header (one small pread per
         // batch) beats reading the bodies along.
         let mut sparse = false;
         while pos + HEADER_SIZE as u64 <= end {
-            if sparse {
-                want = HEADER_SIZE;
-            }
+            let want = match (sparse, first) {
+                (true, _) => HEADER_SIZE,
+                (false, true) => FIRST_SCAN_CHUNK,
+                (false, false) => SCAN_CHUNK,
+            };
+            first = false;
             let n = ((end - pos) as usize).min(want);
             if chunk.len() < n {
                 chunk.resize(n, 0);
@@ -493,7 +496,6 @@ impl Segment {
                 return Ok(());
             }
             pos += at as u64;
-            want = SCAN_CHUNK;
         }
         Ok(())
     }

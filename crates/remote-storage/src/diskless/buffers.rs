@@ -93,8 +93,8 @@ impl BufferPool {
     }
 
     /// Buffers kept right now.
-    #[must_use]
-    pub fn spare(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn spare(&self) -> usize {
         self.spare
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

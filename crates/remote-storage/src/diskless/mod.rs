@@ -71,7 +71,6 @@ mod types;
 mod writer;
 
 pub use {
-    buffers::BufferPool,
     cache::ObjectCache,
     cleaner::{CleanerPass, SweepPass, clean_once, sweep_orphans},
     coordinator::BatchCoordinator,

@@ -61,7 +61,9 @@ impl ObjectBuilder {
     }
 
     /// An empty object built in `buffer` (its contents are dropped, its
-    /// room kept): a writer hands in memory already used once.
+    /// room kept): a writer that knows how large its objects grow hands in
+    /// room for a whole one, so the object is never moved as it grows, and
+    /// memory already used once (see `BufferPool`).
     #[must_use]
     pub fn with_buffer(mut buffer: Vec<u8>) -> Self {
         buffer.clear();
@@ -69,13 +71,6 @@ impl ObjectBuilder {
             data: buffer,
             batches: Vec::new(),
         }
-    }
-
-    /// Room for `additional` more bytes without moving what is there: a
-    /// writer that knows how large its objects grow reserves once instead of
-    /// copying the object at every doubling.
-    pub fn reserve(&mut self, additional: usize) {
-        self.data.reserve(additional);
     }
 
     /// Appends one batch for `partition`; returns where it lies.
@@ -145,13 +140,7 @@ impl ObjectBuilder {
     /// The finished object: the batches, then the footer.
     #[must_use]
     pub fn finish(self) -> Bytes {
-        let data = self.finish_vec();
-        // An object closed early (by time) would otherwise keep the room
-        // reserved for a full one while it is cached.
-        if data.capacity() > 2 * data.len() {
-            return Bytes::copy_from_slice(&data);
-        }
-        Bytes::from(data)
+        Bytes::from(self.finish_vec())
     }
 
     /// [`ObjectBuilder::finish`] into the builder's own buffer, room and all.
@@ -393,8 +382,7 @@ mod tests {
 
     #[test]
     fn a_patch_is_stored_and_covered_by_the_entry_crc() {
-        let mut builder = ObjectBuilder::new();
-        builder.reserve(1 << 20);
+        let mut builder = ObjectBuilder::with_buffer(Vec::with_capacity(1 << 20));
         let p = partition(3);
         builder.push(p, b"kept as sent").unwrap();
         let placed = builder
