@@ -8,19 +8,23 @@ ratios:
    and SSL with krabka-bench (raw mode, 1 GB per row), a client that does
    so little per record that the rows show the broker rather than the
    client (librdkafka's own TLS costs it more CPU than the broker's), with
-   the broker's CPU seconds per GB;
+   the broker's and the client's CPU seconds per GB, and (with
+   --split-cores) again with the broker's threads on CPU 1 and the client
+   on CPU 0;
 2. SCRAM connection setup rate (connect, SaslHandshake, the two
    SaslAuthenticate round trips, one Metadata) over SASL_PLAINTEXT and
    SASL_SSL, from a client that caches its salted password so the figure
    is the broker's;
 3. the cost of authorization: 1 KiB records in 16 KiB batches through a
    broker without an authorizer and one with `StandardAuthorizer` ACLs,
-   alternated A/B/A/B.
+   alternated A/B/A/B, with confluent-kafka over SASL_PLAINTEXT and with
+   krabka-bench over PLAINTEXT (principal User:ANONYMOUS), the broker's
+   CPU seconds per GB beside the latter.
 
 Build first, then run with the interop venv:
 
     cargo build --release -p krabka-broker -p krabka-bench
-    /work/main/.venv/bin/python bench/security.py [--seconds 8]
+    /work/main/.venv/bin/python bench/security.py [--seconds 8] [--rounds 3] [--split-cores] [--acl-rounds 2]
 """
 
 import argparse
@@ -30,6 +34,7 @@ import hmac
 import os
 import shutil
 import socket
+import resource
 import ssl
 import statistics
 import struct
@@ -229,14 +234,38 @@ def protocols(seconds, rounds):
     return rows, setups
 
 
-def lean_client(rounds, records=1_000_000):
+def child_cpu_seconds():
+    """User plus system CPU seconds of this script's waited-for children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_run(args, broker_pid, gb, client_core=None):
+    """One krabka-bench run: (MB/s, broker CPU-s/GB, client CPU-s/GB)."""
+    pin = ["taskset", "-c", str(client_core)] if client_core is not None else []
+    before, client_before = cpu_seconds(broker_pid), child_cpu_seconds()
+    out = subprocess.run([*pin, BENCH_BIN, *args], check=True, capture_output=True, text=True,
+                         timeout=10 * WAIT).stdout
+    cpu, client_cpu = cpu_seconds(broker_pid) - before, child_cpu_seconds() - client_before
+    m = THROUGHPUT.search(out.strip().splitlines()[-1])
+    if not m:
+        raise RuntimeError("unexpected krabka-bench output: " + out)
+    return float(m.group(4)), cpu / gb, client_cpu / gb
+
+
+def lean_client(rounds, records=1_000_000, split_cores=False):
     """krabka-bench raw produce then consume of `records` 1 KiB records
     per row over PLAINTEXT and SSL, order rotating per round; per listener
-    the medians of (produce MB/s, produce broker CPU-s/GB, consume MB/s,
-    consume broker CPU-s/GB)."""
+    the medians of (produce MB/s, broker CPU-s/GB, client CPU-s/GB,
+    consume MB/s, broker CPU-s/GB, client CPU-s/GB). With `split_cores`
+    every thread of the broker runs on CPU 1 and the client on CPU 0, as
+    if each had a machine of its own; otherwise they share both cores."""
     work = tempfile.mkdtemp(prefix="krabka-bench-sec-")
     certificates(os.path.join(work, "tls"))
     broker = secure_broker(work)
+    if split_cores:
+        subprocess.run(["taskset", "-a", "-cp", "1", str(broker.process.pid)], check=True,
+                       capture_output=True, timeout=WAIT)
     listeners = ("PLAINTEXT", "SSL")
     runs = {listener: [] for listener in listeners}
     gb = records * 1024 / 1e9
@@ -246,37 +275,57 @@ def lean_client(rounds, records=1_000_000):
             target = ["-b", broker.bootstrap]
         else:
             target = ["-b", "127.0.0.1:%d" % broker.ports["SSL"], "--tls-ca", os.path.join(broker.certs, "ca.pem")]
-        before = cpu_seconds(broker.process.pid)
-        out = subprocess.run([BENCH_BIN, args[0], "--quiet", *target, *args[1:]],
-                             check=True, capture_output=True, text=True, timeout=10 * WAIT).stdout
-        cpu = cpu_seconds(broker.process.pid) - before
-        m = THROUGHPUT.search(out.strip().splitlines()[-1])
-        if not m:
-            raise RuntimeError("unexpected krabka-bench output: " + out)
-        return float(m.group(4)), cpu / gb
+        return bench_run([args[0], "--quiet", *target, *args[1:]], broker.process.pid, gb,
+                         0 if split_cores else None)
 
     try:
         for r in range(rounds):
             for listener in listeners[r % 2:] + listeners[:r % 2]:
                 topic = "lean-%s-%d" % (listener.lower(), r)
                 os.sync()
-                p_mb, p_cpu = run(listener, "produce", "-t", topic, "-n", str(records), "-s", "1024", "--acks", "1")
-                c_mb, c_cpu = run(listener, "consume", "-t", topic, "-n", str(records))
-                runs[listener].append((p_mb, p_cpu, c_mb, c_cpu))
+                produced = run(listener, "produce", "-t", topic, "-n", str(records), "-s", "1024", "--acks", "1")
+                consumed = run(listener, "consume", "-t", topic, "-n", str(records))
+                runs[listener].append(produced + consumed)
                 admin = AdminClient({"bootstrap.servers": broker.bootstrap})
                 for future in admin.delete_topics([topic], operation_timeout=30).values():
                     future.result(timeout=60)
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
-    return [(listener, *(statistics.median(g[i] for g in runs[listener]) for i in range(4)))
+    return [(listener, *(statistics.median(g[i] for g in runs[listener]) for i in range(6)))
             for listener in listeners]
 
 
-def authorization(seconds, rounds=2):
-    """Produce throughput without and with an authorizer (PLAIN, SASL_PLAINTEXT)."""
+def print_lean(lean, title, shared=True):
+    """The lean-client table, and what the two processes' CPU per GB
+    allows: the SSL/PLAINTEXT ratio if the broker's TLS cost nothing
+    (its PLAINTEXT CPU per GB with the client's SSL CPU per GB), for
+    processes that share the cores."""
+    print("| %s | produce | broker / client CPU-s/GB | consume | broker / client CPU-s/GB |" % title)
+    print("| --- | --- | --- | --- | --- |")
+    base = lean[0]
+    for listener, p_mb, p_cpu, p_client, c_mb, c_cpu, c_client in lean:
+        print("| %s | %.0f MB/s (%.0f%%) | %.2f / %.2f | %.0f MB/s (%.0f%%) | %.2f / %.2f |" % (
+            listener, p_mb, 100 * p_mb / base[1], p_cpu, p_client, c_mb, 100 * c_mb / base[4], c_cpu, c_client))
+    if not shared:
+        return
+    plain, tls = lean[0], lean[1]
+    for name, i in (("produce", 2), ("consume", 5)):
+        both_plain = plain[i] + plain[i + 1]
+        free_tls = plain[i] + tls[i + 1]
+        print("%s on shared cores, if the broker's TLS were free: (%.2f + %.2f) / (%.2f + %.2f) = %.0f%% of PLAINTEXT"
+              % (name, plain[i], plain[i + 1], plain[i], tls[i + 1], 100 * both_plain / free_tls))
+
+
+def authorization(seconds, rounds=2, raw_records=1_000_000):
+    """Produce of 1 KiB records in 16 KiB batches without and with an
+    authorizer, alternating, a fresh broker each: confluent-kafka over
+    SASL_PLAINTEXT (PLAIN), then krabka-bench's raw mode over PLAINTEXT
+    (the principal User:ANONYMOUS, granted WRITE and CREATE), whose rows
+    are bound by the broker, with its CPU per GB."""
     results = {"off": [], "on": []}
     works = []
+    gb = raw_records * 1024 / 1e9
     for _ in range(rounds):
         for mode in ("off", "on"):
             work = tempfile.mkdtemp(prefix="krabka-bench-acl-")
@@ -290,9 +339,14 @@ def authorization(seconds, rounds=2):
                 bootstrap, conf = client(broker, "SASL_PLAINTEXT", "writer", "PLAIN", "writer-secret")
                 if mode == "on":
                     grant_write(broker, "writer", "acl-bench")
+                    grant_write(broker, "ANONYMOUS", "acl-raw")
                 conf = dict(conf, **{"batch.size": 16384, "linger.ms": 5})
-                rec, mb, _ = confluent_produce(bootstrap, "acl-bench", 1024, seconds, extra=conf)
-                results[mode].append((rec, mb))
+                _, mb, _ = confluent_produce(bootstrap, "acl-bench", 1024, seconds, extra=conf)
+                os.sync()
+                raw_mb, raw_cpu, _ = bench_run(
+                    ["produce", "--quiet", "-b", broker.bootstrap, "-t", "acl-raw", "-n", str(raw_records),
+                     "-s", "1024", "--batch-size", "16384", "--acks", "1"], broker.process.pid, gb)
+                results[mode].append((mb, raw_mb, raw_cpu))
             finally:
                 broker.stop()
     for work in works:
@@ -319,6 +373,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--acl-rounds", type=int, default=2, help="rounds of the authorizer A/B")
+    parser.add_argument("--split-cores", action="store_true",
+                        help="also run the krabka-bench rows with the broker on CPU 1 and the client on CPU 0")
     args = parser.parse_args()
     rows, setups = protocols(args.seconds, args.rounds)
     print("| listener | produce | consume | latency at %s/s, acks=1: p50 / p99 / p99.9 |" % 5000)
@@ -328,25 +385,27 @@ def main():
         print("| %s | %.0f MB/s (%.0f%%) | %.0f MB/s (%.0f%%) | %.2f / %.2f / %.2f ms |" % (
             listener, p_mb, 100 * p_mb / base[2], c_mb, 100 * c_mb / base[4], *lat))
     print()
-    lean = lean_client(args.rounds)
-    print("| krabka-bench, 1 GB of 1 KiB records | produce | broker CPU-s/GB | consume | broker CPU-s/GB |")
-    print("| --- | --- | --- | --- | --- |")
-    for listener, p_mb, p_cpu, c_mb, c_cpu in lean:
-        print("| %s | %.0f MB/s (%.0f%%) | %.2f | %.0f MB/s (%.0f%%) | %.2f |" % (
-            listener, p_mb, 100 * p_mb / lean[0][1], p_cpu, c_mb, 100 * c_mb / lean[0][3], c_cpu))
+    print_lean(lean_client(args.rounds), "krabka-bench, 1 GB of 1 KiB records, shared cores")
     print()
+    if args.split_cores:
+        print_lean(lean_client(args.rounds, split_cores=True),
+                   "krabka-bench, 1 GB of 1 KiB records, broker on CPU 1, client on CPU 0", shared=False)
+        print()
     print("| SCRAM-SHA-512 connection setup | per second |")
     print("| --- | --- |")
     for listener, rate in setups:
         print("| %s | %.0f |" % (listener, rate))
-    results = authorization(args.seconds)
+    results = authorization(args.seconds, args.acl_rounds)
     print()
-    print("| 1 KiB records, 16 KiB batches, SASL_PLAINTEXT | produce MB/s per round |")
-    print("| --- | --- |")
+    print("| 1 KiB records, 16 KiB batches | confluent-kafka, SASL_PLAINTEXT: MB/s per round "
+          "| krabka-bench, PLAINTEXT: MB/s per round | broker CPU-s/GB per round |")
+    print("| --- | --- | --- | --- |")
     for mode in ("off", "on"):
         label = "no authorizer" if mode == "off" else "StandardAuthorizer with ACLs"
-        print("| %s | %s |" % (label, " / ".join("%.1f" % mb for _, mb in results[mode])))
-
+        got = results[mode]
+        print("| %s | %s | %s | %s |" % (label, " / ".join("%.1f" % g[0] for g in got),
+                                         " / ".join("%.0f" % g[1] for g in got),
+                                         " / ".join("%.2f" % g[2] for g in got)))
 
 if __name__ == "__main__":
     main()

@@ -25,7 +25,8 @@ and its peak RSS. Tansu keeps every record in memory, so each round's
 broker holds at most a few --bytes.
 
     cargo build --release -p krabka-broker -p krabka-bench
-    TANSU_BIN=/path/to/tansu /work/main/.venv/bin/python bench/vs_tansu.py [--rounds 3] [--bytes 3e8]
+    TANSU_BIN=/path/to/tansu /work/main/.venv/bin/python bench/vs_tansu.py [--rounds 3] [--bytes 3e8] \
+        [--krabka-log-parent /dev/shm]
 
 Prints a Markdown table of the medians and the Krabka/Tansu ratios, then
 every round. Not part of scripts/test.
@@ -37,6 +38,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import tempfile
 
 from benchlib import WAIT, Broker, free_port, wait_until
 from broker import BENCH_BIN, THROUGHPUT
@@ -81,6 +83,25 @@ class Tansu:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+class KrabkaIn(Broker):
+    """Krabka with its log directory in a new directory under `parent`
+    (e.g. /dev/shm, so that neither broker writes to the disk)."""
+
+    def __init__(self, parent):
+        self.log_dir = tempfile.mkdtemp(prefix="krabka-vs-tansu-", dir=parent)
+        try:
+            super().__init__({"log.dirs": self.log_dir}, prefix="krabka-vs-tansu-")
+        except BaseException:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+            raise
+
+    def stop(self):
+        try:
+            super().stop()
+        finally:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
 
 
 def bench(bootstrap, *args):
@@ -135,24 +156,44 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--bytes", type=float, default=3e8, help="bytes of record values per row")
+    parser.add_argument("--krabka-log-parent", metavar="DIR",
+                        help="also run Krabka with its log directory under DIR (a tmpfs such as "
+                             "/dev/shm compares two brokers that both keep records in memory)")
     args = parser.parse_args()
     if not shutil.which(TANSU_BIN) and not os.path.exists(TANSU_BIN):
         raise SystemExit("no tansu at %r: set TANSU_BIN (see this script's docstring)" % TANSU_BIN)
+    contestants = [("tansu", Tansu), ("krabka", lambda: Broker(prefix="krabka-vs-tansu-"))]
+    if args.krabka_log_parent:
+        contestants.append(("krabka-in-dir", lambda: KrabkaIn(args.krabka_log_parent)))
     results = {}
     for r in range(args.rounds):
-        order = [("tansu", Tansu), ("krabka", lambda: Broker(prefix="krabka-vs-tansu-"))]
-        for name, make in (order if r % 2 == 0 else order[::-1]):
+        # Who goes first alternates; with three, the order rotates.
+        k = r % len(contestants)
+        for name, make in contestants[k:] + contestants[:k]:
             run_round(name, make, args.bytes, results, r)
+    names = [n for n, _ in contestants]
+    titles = {"tansu": "Tansu", "krabka": "Krabka",
+              "krabka-in-dir": "Krabka (log in %s)" % args.krabka_log_parent}
     print()
-    print("| row | Tansu MB/s | Krabka MB/s | Krabka/Tansu | Tansu CPU-s/GB | Krabka CPU-s/GB "
-          "| Tansu peak RSS | Krabka peak RSS |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    head = ["row"]
+    for what in ("MB/s", "CPU-s/GB", "peak RSS"):
+        head += ["%s %s" % (titles[n], what) for n in names]
+    head += ["%s/Tansu MB/s" % titles[n] for n in names[1:]]
+    print("| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
     for label, by in results.items():
-        med = {n: [statistics.median(x[i] for x in by[n]) for i in range(3)] for n in ("tansu", "krabka")}
-        print("| %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.0f MiB | %.0f MiB |" % (
-            label, med["tansu"][0], med["krabka"][0], med["krabka"][0] / med["tansu"][0],
-            med["tansu"][1], med["krabka"][1], med["tansu"][2] / 2**20, med["krabka"][2] / 2**20))
-
+        med = {n: [statistics.median(x[i] for x in by[n]) for i in range(3)] for n in names}
+        cells = [label]
+        cells += ["%.0f" % med[n][0] for n in names]
+        cells += ["%.2f" % med[n][1] for n in names]
+        cells += ["%.0f MiB" % (med[n][2] / 2**20) for n in names]
+        cells += ["%.2f" % (med[n][0] / med["tansu"][0]) for n in names[1:]]
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print("Every round (MB/s):")
+    for label, by in results.items():
+        print("- %s: " % label + "; ".join(
+            "%s %s" % (titles[n], " / ".join("%.0f" % x[0] for x in by[n])) for n in names))
 
 if __name__ == "__main__":
     main()

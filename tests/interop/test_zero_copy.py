@@ -1,14 +1,16 @@
 """Zero-copy fetch (issue 21 item 2) against the real broker: on a PLAINTEXT
 listener the records of local segments go from the page cache to the
 socket with sendfile, and every client still reads exactly what was
-produced, in order.
+produced, in order. On an SSL listener the same answers are read from the
+segment files a chunk at a time and encrypted, never held whole.
 
 Several segments' worth of 1 KiB records (segment.bytes 64 KiB) are read
 back by confluent-kafka, kcat and kafka-python and compared value by value;
 a transactional topic with an aborted transaction between two committed
 ones is read with read_committed and read_uncommitted; the broker's
 `krabka_fetch_zero_copy_bytes_total` counter proves the records went by
-sendfile; and consumers that drop their connection in the middle of a large
+sendfile (`krabka_fetch_file_chunk_bytes_total` that they went through
+TLS in chunks); and consumers that drop their connection in the middle of a large
 answer leave the broker serving the next one."""
 
 import socket
@@ -24,6 +26,7 @@ from kafka import KafkaConsumer, TopicPartition as KTopicPartition
 from conftest import free_port, kcat_path
 from helpers import consume_confluent, create_topic, produce_confluent, wait_for
 from raw_client import RawConnection, fetch_request
+from security_helpers import generate_certs
 
 SEGMENT = {"segment.bytes": "65536"}
 # Batches must fit a segment.
@@ -36,12 +39,20 @@ def value(i, tag="v"):
     return ("%s%06d-" % (tag, i)).encode() + bytes(65 + (i * 7 + j) % 26 for j in range(1010))
 
 
-def zero_copy_bytes(port):
+def counter(port, name):
     text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
     for line in text.splitlines():
-        if line.startswith("krabka_fetch_zero_copy_bytes_total"):
+        if line.startswith(name):
             return int(float(line.split()[-1]))
     return 0
+
+
+def zero_copy_bytes(port):
+    return counter(port, "krabka_fetch_zero_copy_bytes_total")
+
+
+def chunk_bytes(port):
+    return counter(port, "krabka_fetch_file_chunk_bytes_total")
 
 
 def segments(broker, topic):
@@ -102,6 +113,58 @@ def test_every_client_reads_several_segments_byte_identical_by_sendfile(broker_f
     # kafka-python.
     assert read_kafka_python(broker.bootstrap, topic, COUNT) == values
     assert zero_copy_bytes(port) >= sent + 2 * sum(len(v) for v in values)
+
+
+def test_tls_clients_read_several_segments_byte_identical_through_chunks(broker_factory, tmp_path):
+    certs = generate_certs(tmp_path / "certs", "--pkcs12-password", "store-pw")
+    metrics, ssl_port = free_port(), free_port()
+    broker = broker_factory(start=False)
+    broker.overrides.update({
+        "krabka.metrics.listener": "127.0.0.1:%d" % metrics,
+        "listeners": "PLAINTEXT://127.0.0.1:%d,SSL://127.0.0.1:%d" % (broker.port, ssl_port),
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(tmp_path / "certs" / "broker.p12"),
+        "ssl.keystore.password": "store-pw",
+    })
+    broker.start()
+
+    def listening():
+        try:
+            socket.create_connection(("127.0.0.1", ssl_port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    wait_for(listening, what="the SSL listener")
+    topic = "zc-tls"
+    create_topic(broker.bootstrap, topic, config=SEGMENT)
+    values = [value(i, "t") for i in range(COUNT)]
+    produce_confluent(broker.bootstrap, topic, [(None, v, []) for v in values], extra=SMALL_BATCHES)
+    assert len(segments(broker, topic)) >= 10, segments(broker, topic)
+    tls = {"security.protocol": "SSL", "ssl.ca.location": "%s/ca.pem" % certs}
+    bootstrap = "127.0.0.1:%d" % ssl_port
+
+    # confluent-kafka with small fetches, so answers end at many places;
+    # then with large ones, so slices span several 64 KiB chunks.
+    for fetch in ({"fetch.max.bytes": 100_000, "message.max.bytes": 100_000,
+                   "max.partition.fetch.bytes": 70_000},
+                  {"fetch.max.bytes": 4 << 20, "max.partition.fetch.bytes": 1 << 20}):
+        got = consume_confluent(bootstrap, topic, COUNT, extra=dict(tls, **fetch))
+        assert [m.value() for m in got] == values
+        assert [m.offset() for m in got] == list(range(COUNT))
+    sent = chunk_bytes(metrics)
+    assert sent >= 2 * sum(len(v) for v in values), sent
+
+    # kcat, one value per line.
+    out = subprocess.run([kcat_path(), "-b", bootstrap, "-X", "security.protocol=SSL",
+                          "-X", "ssl.ca.location=%s/ca.pem" % certs, "-C", "-t", topic, "-p", "0",
+                          "-o", "beginning", "-e", "-f", "%s\n"],
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.splitlines() == values
+    assert chunk_bytes(metrics) >= sent + sum(len(v) for v in values)
+    # Nothing went out by sendfile: every read was over TLS.
+    assert zero_copy_bytes(metrics) == 0
 
 
 def test_read_committed_skips_an_aborted_transaction_across_segments(broker_factory):

@@ -122,6 +122,12 @@ pub const CATALOG: &[MetricDoc] = &[
         "Record bytes of fetch answers sent from the page cache with sendfile (plain connections; local segments).",
     ),
     doc(
+        "krabka_fetch_file_chunk_bytes_total",
+        Kind::Counter,
+        &[],
+        "Record bytes of fetch answers read from segment files in chunks and written through TLS (local segments).",
+    ),
+    doc(
         "krabka_fetch_purgatory_size",
         Kind::Gauge,
         &[],
@@ -403,6 +409,12 @@ pub fn fetch_answered(
 /// Record bytes a connection sent with `sendfile`.
 pub fn fetch_zero_copy_bytes(bytes: u64) {
     counter!("krabka_fetch_zero_copy_bytes_total").increment(bytes);
+}
+
+/// Record bytes a connection that cannot send files (TLS) read from a
+/// segment file and wrote in chunks.
+pub fn fetch_file_chunk_bytes(bytes: u64) {
+    counter!("krabka_fetch_file_chunk_bytes_total").increment(bytes);
 }
 
 /// Counts a fetch parked in purgatory for as long as the guard lives.

@@ -21,12 +21,13 @@
 //! allocate from the broker-wide budget ([`budget`]) and holds the bytes it
 //! read until its response has been written.
 //!
-//! On a connection that can send from the page cache (plain TCP, see
-//! [`crate::network::writer`]), and for a version whose records need no
-//! conversion ([`convert`]), local partitions answer with slices of their
-//! segment files instead of bytes: the response is encoded around them
-//! ([`zero_copy`]) and the records go to the socket with `sendfile`,
-//! holding no memory. Remote-tier and diskless reads answer bytes; a
+//! On a connection that can send from the page cache (every client
+//! connection, see [`crate::network::writer`]), and for a version whose
+//! records need no conversion ([`convert`]), local partitions answer with
+//! slices of their segment files instead of bytes: the response is encoded
+//! around them ([`zero_copy`]) and the records go to the socket with
+//! `sendfile` (plain TCP) or are read and encrypted a chunk at a time
+//! (TLS), holding no memory. Remote-tier and diskless reads answer bytes; a
 //! response with many of them is sent in parts too, each partition's
 //! records written from the buffer they were read into, on any connection.
 

@@ -1,6 +1,7 @@
 //! A Fetch response whose records stay in their segment files: encoded as
-//! [`Part`]s, byte runs around [`FileSlice`]s, for a plain connection to
-//! send the records with `sendfile` (see [`crate::network::writer`]).
+//! [`Part`]s, byte runs around [`FileSlice`]s, for the connection to send
+//! the records from the page cache (`sendfile` on plain TCP, chunks through
+//! TLS; see [`crate::network::writer`]).
 //!
 //! `kafka-protocol` encodes a whole response into one buffer, records
 //! included; here the response is encoded by hand, field by field in the

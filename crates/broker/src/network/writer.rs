@@ -1,16 +1,18 @@
 //! How a connection writes its answers: bytes through a buffer, and the
-//! record bytes of a local segment straight from the page cache with
-//! `sendfile(2)` on a plain TCP connection, as Kafka does.
+//! record bytes of a local segment from the page cache, with `sendfile(2)`
+//! on a plain TCP connection, as Kafka does.
 //!
 //! An answer is a frame ([`Reply::Frame`](crate::handlers::Reply)) or a
-//! frame in [`Parts`]: byte runs around [`FileSlice`]s (a Fetch answer on a
-//! plain connection, see `fetch::zero_copy`). [`SendFile`] is the one
-//! writer abstraction, with two implementations: the owned write half of a
-//! `TcpStream` sends a slice with `sendfile` on its descriptor (waiting
-//! for writability through tokio when the socket is full), and the write
-//! half of any other stream (TLS) refuses slices, which are never made for
-//! it ([`SendFile::SENDS_FILES`] tells the handlers). Bytes queued before
-//! a slice are flushed first, so the frame goes out in order.
+//! frame in [`Parts`]: byte runs around [`FileSlice`]s (a Fetch answer, see
+//! `fetch::zero_copy`). [`SendFile`] is the one writer abstraction, with two
+//! implementations: the owned write half of a `TcpStream` sends a slice
+//! with `sendfile` on its descriptor (waiting for writability through tokio
+//! when the socket is full); the write half of any other stream (TLS),
+//! which must see the bytes to encrypt them, reads the slice from the file
+//! [`CHUNK`] bytes at a time and writes each, as Kafka's SSL transport
+//! does. Either way the answer holds no memory for its records, and a TLS
+//! client decrypts the first chunk while the broker reads the next. Bytes
+//! queued before a slice are flushed first, so the frame goes out in order.
 //!
 //! A peer that closes mid-answer ends the connection quietly; a segment
 //! file shorter than its slice (cut under the read) ends it with a logged
@@ -21,7 +23,10 @@ use {
     crate::{fetch::budget::MemoryUnits, metrics},
     bytes::Bytes,
     krabka_log::FileSlice,
-    std::{io, os::fd::AsRawFd},
+    std::{
+        io,
+        os::{fd::AsRawFd, unix::fs::FileExt},
+    },
     tokio::{
         io::{AsyncWrite, AsyncWriteExt, BufWriter, Interest, WriteHalf},
         net::tcp::OwnedWriteHalf,
@@ -30,6 +35,11 @@ use {
 
 /// Most bytes one `sendfile` call moves (Linux moves at most this much).
 const SENDFILE_MAX: u64 = 0x7fff_f000;
+
+/// Bytes of a file slice read at a time for a writer that cannot send
+/// files: four TLS records, and below glibc's mmap threshold, so the
+/// buffer comes from the heap again rather than from fresh pages.
+pub const CHUNK: usize = 64 * 1024;
 
 /// One piece of a frame.
 #[derive(Debug)]
@@ -117,8 +127,8 @@ pub trait SendFile: AsyncWrite + Unpin + Send + 'static {
     ///
     /// # Errors
     ///
-    /// [`WriteEnd::Io`] when the socket fails, [`WriteEnd::Close`] when the
-    /// file is shorter than the slice or this writer sends no files.
+    /// [`WriteEnd::Io`] when the socket or the file read fails,
+    /// [`WriteEnd::Close`] when the file is shorter than the slice.
     fn send_file(&mut self, slice: &FileSlice)
     -> impl Future<Output = Result<(), WriteEnd>> + Send;
 }
@@ -171,12 +181,30 @@ impl SendFile for OwnedWriteHalf {
 }
 
 impl<S: AsyncWrite + Send + 'static> SendFile for WriteHalf<S> {
-    const SENDS_FILES: bool = false;
+    const SENDS_FILES: bool = true;
 
-    async fn send_file(&mut self, _slice: &FileSlice) -> Result<(), WriteEnd> {
-        Err(WriteEnd::Close(
-            "a file slice in an answer on a connection that cannot send files".into(),
-        ))
+    async fn send_file(&mut self, slice: &FileSlice) -> Result<(), WriteEnd> {
+        let end = slice.position().saturating_add(slice.len());
+        let mut at = slice.position();
+        // The buffer lives for this slice only: an idle connection holds none.
+        let size = usize::try_from(slice.len()).map_or(CHUNK, |len| len.min(CHUNK));
+        let mut chunk = vec![0; size];
+        while at < end {
+            let want = usize::try_from(end - at).map_or(size, |left| left.min(size));
+            // From the page cache, on this task, as `sendfile` reads.
+            let read = slice.file().read_at(&mut chunk[..want], at)?;
+            if read == 0 {
+                return Err(WriteEnd::Close(format!(
+                    "segment file ends at byte {at}, before the {} bytes of the fetched records ({}..{end})",
+                    end - at,
+                    slice.position()
+                )));
+            }
+            self.write_all(&chunk[..read]).await?;
+            at += read as u64;
+            metrics::fetch_file_chunk_bytes(read as u64);
+        }
+        Ok(())
     }
 }
 
@@ -289,6 +317,70 @@ mod tests {
         let mut got = Vec::new();
         client.read_to_end(&mut got).await.unwrap();
         check!(got == vec![7u8; 490]);
+    }
+
+    /// A stream that must see every byte (as TLS must to encrypt): the
+    /// write half of a split in-memory pipe of `room` bytes, and its reader.
+    fn piped(room: usize) -> (WriteHalf<tokio::io::DuplexStream>, tokio::io::DuplexStream) {
+        let (server, client) = tokio::io::duplex(room);
+        let (_read, write) = tokio::io::split(server);
+        (write, client)
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_sees_the_bytes_gets_a_slice_read_in_chunks_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        // Not a whole number of chunks, and not at a chunk's boundary.
+        let body: Vec<u8> = (0..3 * CHUNK as u32 + 4321)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let slice = file_with(&dir, 4096 + 17, &body);
+        let (mut write, mut client) = piped(1000);
+        let parts = Parts::new(
+            vec![
+                Part::Bytes(Bytes::from_static(b"head")),
+                Part::File(slice),
+                Part::Bytes(Bytes::from_static(b"tail")),
+            ],
+            None,
+        );
+        let want_len = 8 + body.len();
+        let reader = tokio::spawn(async move {
+            let mut got = vec![0u8; want_len];
+            client.read_exact(&mut got).await.unwrap();
+            got
+        });
+        let mut out = BufWriter::new(&mut write);
+        write_parts(&mut out, &parts).await.unwrap();
+        out.flush().await.unwrap();
+        let got = reader.await.unwrap();
+        check!(got.get(..4) == Some(&b"head"[..]));
+        check!(got.get(4..4 + body.len()) == Some(&body[..]));
+        check!(got.get(4 + body.len()..) == Some(&b"tail"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_file_cut_under_a_chunked_slice_ends_the_answer_with_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let slice = file_with(&dir, 10, &vec![7u8; 2 * CHUNK]);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("00000000000000000000.log"))
+            .unwrap()
+            .set_len(10 + CHUNK as u64 + 5)
+            .unwrap();
+        let (mut write, mut client) = piped(4 * CHUNK);
+        let parts = Parts::new(vec![Part::File(slice)], None);
+        let mut out = BufWriter::new(&mut write);
+        let end = write_parts(&mut out, &parts).await.unwrap_err();
+        check!(matches!(&end, WriteEnd::Close(reason)
+            if reason.contains(&format!("segment file ends at byte {}", 10 + CHUNK + 5))));
+        drop(out);
+        drop(write);
+        // The client got the bytes that existed, then the end: never others.
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        check!(got == vec![7u8; CHUNK + 5]);
     }
 
     #[tokio::test]
