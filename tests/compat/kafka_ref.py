@@ -176,8 +176,13 @@ def run_tool(main_class, args, timeout=120, input=None, version=KAFKA_VERSION, c
 
 
 def random_cluster_id():
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding.
+    Never one that starts with "-", which `kafka-storage format -t` would
+    take for an option (Kafka's own Uuid.randomUuid draws again too)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class KafkaRef:
