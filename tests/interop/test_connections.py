@@ -1,16 +1,22 @@
 """Connection and request budgets against the real binary: connection
 limits at accept (total, per IP, overrides), idle and slow connections
 reaped, request bytes bounded however large the sizes clients announce, a
-hostile array count in a tiny frame, and running out of file descriptors.
+hostile array count in a tiny frame, running out of file descriptors, and
+the socket buffer sizes each connection gets.
 
 Every wait has a deadline; the broker's memory is read from /proc."""
 
+import re
 import resource
 import selectors
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 import time
+
+import pytest
 
 from helpers import consume_confluent, create_topic, produce_confluent
 
@@ -382,3 +388,45 @@ def test_running_out_of_file_descriptors_only_delays_accepting(broker_factory):
     create_topic(b.bootstrap, "after-exhaustion")
     produce_confluent(b.bootstrap, "after-exhaustion", [(None, b"ok", [])])
     assert [m.value() for m in consume_confluent(b.bootstrap, "after-exhaustion", 1)] == [b"ok"]
+
+
+def broker_socket_buffers(port):
+    """(SO_RCVBUF, SO_SNDBUF) as the kernel holds them (twice the value
+    set) for the broker's end of each established connection on `port`,
+    from `ss`'s socket memory (rb, tb)."""
+    out = subprocess.run(["ss", "-tmnH", "state", "established", "( sport = :%d )" % port],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    return [(int(m.group(1)), int(m.group(2))) for m in re.finditer(r"rb(\d+),t\d+,tb(\d+)", out.stdout)]
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="iproute2's ss not installed")
+def test_socket_buffer_settings_size_each_connection(broker_factory):
+    """socket.send.buffer.bytes (Kafka's 102400 by default) and
+    socket.receive.buffer.bytes size the broker's end of every connection;
+    -1 leaves the OS's own (autotuned) sizes."""
+    sized = broker_factory({"socket.receive.buffer.bytes": "65536"})
+    client = socket.create_connection(("127.0.0.1", sized.port), timeout=10)
+    try:
+        deadline = time.time() + 30
+        while (buffers := broker_socket_buffers(sized.port)) != [(131072, 204800)]:
+            assert time.time() < deadline, buffers
+            time.sleep(0.05)
+    finally:
+        client.close()
+    # The sizes apply: a produce and a consume through them still work.
+    create_topic(sized.bootstrap, "buffers")
+    values = [b"v%d" % i * 500 for i in range(2000)]
+    produce_confluent(sized.bootstrap, "buffers", [(None, v, []) for v in values])
+    assert [m.value() for m in consume_confluent(sized.bootstrap, "buffers", len(values))] == values
+
+    unsized = broker_factory({"socket.send.buffer.bytes": "-1"})
+    client = socket.create_connection(("127.0.0.1", unsized.port), timeout=10)
+    try:
+        deadline = time.time() + 30
+        while not (buffers := broker_socket_buffers(unsized.port)):
+            assert time.time() < deadline, "no connection seen by ss"
+            time.sleep(0.05)
+        assert len(buffers) == 1 and buffers[0][1] != 204800, buffers
+    finally:
+        client.close()

@@ -7,7 +7,10 @@
 //! request that arrives slowly; Krabka adds one
 //! (`krabka.request.read.timeout.ms`, `krabka.request.read.min.bytes.per.sec`)
 //! so a client that announces a large request and trickles its bytes is
-//! dropped. The network layer receives these typed values and never reads
+//! dropped. Each connection's socket buffers follow
+//! `socket.send.buffer.bytes` (Kafka's 100 KiB by default) and
+//! `socket.receive.buffer.bytes` (the OS default and its autotuning by
+//! default: Kafka's 100 KiB slowed produce). The network layer receives these typed values and never reads
 //! the settings itself.
 
 use {crate::error::BrokerError, std::time::Duration};
@@ -30,6 +33,10 @@ pub struct ConnectionSettings {
     pub request_read_timeout: Duration,
     /// `krabka.request.read.min.bytes.per.sec`.
     pub request_read_min_bytes_per_sec: u64,
+    /// `socket.send.buffer.bytes`; `None` keeps the OS default (-1).
+    pub send_buffer_bytes: Option<usize>,
+    /// `socket.receive.buffer.bytes`; `None` keeps the OS default (-1).
+    pub receive_buffer_bytes: Option<usize>,
 }
 
 impl ConnectionSettings {
@@ -89,6 +96,8 @@ impl ConnectionSettings {
             )?)
             .unwrap_or(1)
             .max(1),
+            send_buffer_bytes: usize::try_from(number("socket.send.buffer.bytes")?).ok(),
+            receive_buffer_bytes: usize::try_from(number("socket.receive.buffer.bytes")?).ok(),
         })
     }
 }
@@ -139,7 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_kafkas_except_the_request_byte_bound() {
+    fn defaults_are_kafkas_except_the_request_bytes_and_the_receive_buffer() {
         let s = build(&[], 104_857_600).unwrap();
         check!(s.queued_max_request_bytes == Some(256 << 20));
         check!(s.max_connections == 2_147_483_647);
@@ -148,6 +157,22 @@ mod tests {
         check!(s.connections_max_idle == Duration::from_secs(600));
         check!(s.request_read_timeout == Duration::from_secs(30));
         check!(s.request_read_min_bytes_per_sec == 65_536);
+        check!(s.send_buffer_bytes == Some(102_400));
+        check!(s.receive_buffer_bytes == None);
+    }
+
+    #[test]
+    fn socket_buffers_are_sizes_or_the_os_default() {
+        let s = build(
+            &[
+                ("socket.send.buffer.bytes", "-1"),
+                ("socket.receive.buffer.bytes", "65536"),
+            ],
+            100,
+        )
+        .unwrap();
+        check!(s.send_buffer_bytes == None);
+        check!(s.receive_buffer_bytes == Some(65_536));
     }
 
     #[test]

@@ -286,6 +286,8 @@ mod tests {
             connections_max_idle: Duration::from_secs(1),
             request_read_timeout: Duration::from_secs(1),
             request_read_min_bytes_per_sec: 1,
+            send_buffer_bytes: None,
+            receive_buffer_bytes: None,
         };
         let limits = Arc::new(ConnectionLimits::resolve(&settings).await.unwrap());
         let _one = limits.admit(ip("127.0.0.1")).unwrap();
