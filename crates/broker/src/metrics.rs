@@ -411,8 +411,8 @@ pub fn fetch_zero_copy_bytes(bytes: u64) {
     counter!("krabka_fetch_zero_copy_bytes_total").increment(bytes);
 }
 
-/// Record bytes a connection that cannot send files (TLS) read from a
-/// segment file and wrote in chunks.
+/// Record bytes a connection that must see them (TLS) read from a segment
+/// file and wrote in chunks.
 pub fn fetch_file_chunk_bytes(bytes: u64) {
     counter!("krabka_fetch_file_chunk_bytes_total").increment(bytes);
 }

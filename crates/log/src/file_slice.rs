@@ -58,7 +58,8 @@ impl FileSlice {
         self.len == 0
     }
 
-    /// Reads the slice into memory (for a writer that cannot send files).
+    /// Reads the slice into memory (for an answer that goes out as one
+    /// buffered frame).
     ///
     /// # Errors
     ///

@@ -9,9 +9,9 @@
 //! so a client that announces a large request and trickles its bytes is
 //! dropped. Each connection's socket buffers follow
 //! `socket.send.buffer.bytes` (Kafka's 100 KiB by default) and
-//! `socket.receive.buffer.bytes` (the OS default and its autotuning by
-//! default: Kafka's 100 KiB slowed produce). The network layer receives these typed values and never reads
-//! the settings itself.
+//! `socket.receive.buffer.bytes` (by default the OS's, autotuned: Kafka's
+//! 100 KiB slowed produce). The network layer receives these typed values
+//! and never reads the settings itself.
 
 use {crate::error::BrokerError, std::time::Duration};
 

@@ -100,9 +100,10 @@ pub struct Network {
     limits: Arc<ConnectionLimits>,
     budget: RequestBudget,
     rules: FrameRules,
-    /// `socket.send.buffer.bytes` and `socket.receive.buffer.bytes` (`None`:
-    /// the OS default).
-    buffers: (Option<usize>, Option<usize>),
+    /// `socket.send.buffer.bytes` (`None`: the OS default).
+    send_buffer: Option<usize>,
+    /// `socket.receive.buffer.bytes` (`None`: the OS default).
+    receive_buffer: Option<usize>,
 }
 
 impl Network {
@@ -118,7 +119,8 @@ impl Network {
             limits: Arc::new(ConnectionLimits::resolve(settings).await?),
             budget: RequestBudget::new(settings.queued_max_request_bytes),
             rules: FrameRules::new(config.socket_request_max_bytes, settings),
-            buffers: (settings.send_buffer_bytes, settings.receive_buffer_bytes),
+            send_buffer: settings.send_buffer_bytes,
+            receive_buffer: settings.receive_buffer_bytes,
         })
     }
 
@@ -128,10 +130,11 @@ impl Network {
     /// (docs/BENCHMARKS.md).
     fn size_buffers(&self, stream: &TcpStream, peer: SocketAddr) {
         let socket = socket2::SockRef::from(stream);
-        let (send, receive) = self.buffers;
         let set = [
-            send.map(|n| ("SO_SNDBUF", socket.set_send_buffer_size(n))),
-            receive.map(|n| ("SO_RCVBUF", socket.set_recv_buffer_size(n))),
+            self.send_buffer
+                .map(|n| ("SO_SNDBUF", socket.set_send_buffer_size(n))),
+            self.receive_buffer
+                .map(|n| ("SO_RCVBUF", socket.set_recv_buffer_size(n))),
         ];
         for (option, result) in set.into_iter().flatten() {
             if let Err(e) = result {
@@ -479,7 +482,8 @@ async fn connection<R, W>(
         let request = match codec::decode_request(frame, broker.served()) {
             Ok(request) => codec::DecodedRequest {
                 peer: Some(peer),
-                zero_copy: W::SENDS_FILES,
+                // Every connection's writer sends file slices (see `writer`).
+                zero_copy: true,
                 ..request
             },
             Err(e) => {

@@ -36,8 +36,8 @@ use {
 /// Most bytes one `sendfile` call moves (Linux moves at most this much).
 const SENDFILE_MAX: u64 = 0x7fff_f000;
 
-/// Bytes of a file slice read at a time for a writer that cannot send
-/// files: four TLS records, and below glibc's mmap threshold, so the
+/// Bytes of a file slice read at a time for a writer that must see them
+/// (TLS): four TLS records, and below glibc's mmap threshold, so the
 /// buffer comes from the heap again rather than from fresh pages.
 pub const CHUNK: usize = 64 * 1024;
 
@@ -118,10 +118,6 @@ pub enum WriteEnd {
 /// The write half of a connection: an ordinary async writer that may also
 /// send file slices (see the module docs).
 pub trait SendFile: AsyncWrite + Unpin + Send + 'static {
-    /// Whether [`SendFile::send_file`] sends from the page cache; answers
-    /// carry file slices only for a writer that does.
-    const SENDS_FILES: bool;
-
     /// Sends `slice` (after everything written before, which the caller
     /// has flushed).
     ///
@@ -134,8 +130,6 @@ pub trait SendFile: AsyncWrite + Unpin + Send + 'static {
 }
 
 impl SendFile for OwnedWriteHalf {
-    const SENDS_FILES: bool = true;
-
     async fn send_file(&mut self, slice: &FileSlice) -> Result<(), WriteEnd> {
         let stream: &tokio::net::TcpStream = self.as_ref();
         let (socket, file) = (stream.as_raw_fd(), slice.file().as_raw_fd());
@@ -181,8 +175,6 @@ impl SendFile for OwnedWriteHalf {
 }
 
 impl<S: AsyncWrite + Send + 'static> SendFile for WriteHalf<S> {
-    const SENDS_FILES: bool = true;
-
     async fn send_file(&mut self, slice: &FileSlice) -> Result<(), WriteEnd> {
         let end = slice.position().saturating_add(slice.len());
         let mut at = slice.position();
@@ -237,7 +229,7 @@ mod tests {
         assert2::check,
         std::{io::Write, sync::Arc},
         tokio::{
-            io::AsyncReadExt,
+            io::{AsyncRead, AsyncReadExt},
             net::{TcpListener, TcpStream},
         },
     };
@@ -263,12 +255,19 @@ mod tests {
         FileSlice::new(file, junk as u64, body.len() as u64)
     }
 
-    #[tokio::test]
-    async fn bytes_and_a_large_slice_arrive_in_order_through_a_full_socket() {
+    /// Writes "head", a slice of `body` and "tail" through `write`; the
+    /// client, which starts reading after `late`, gets exactly those bytes.
+    async fn head_slice_tail_arrive_in_order<W, C>(
+        mut write: W,
+        mut client: C,
+        body: &[u8],
+        late: std::time::Duration,
+    ) where
+        W: SendFile,
+        C: AsyncRead + Unpin + Send + 'static,
+    {
         let dir = tempfile::tempdir().unwrap();
-        let body: Vec<u8> = (0..32 << 20).map(|i: u32| (i % 251) as u8).collect();
-        let slice = file_with(&dir, 4096 + 17, &body);
-        let (mut write, mut client) = pair().await;
+        let slice = file_with(&dir, 4096 + 17, body);
         let parts = Parts::new(
             vec![
                 Part::Bytes(Bytes::from_static(b"head")),
@@ -278,9 +277,8 @@ mod tests {
             None,
         );
         let want_len = 8 + body.len();
-        // The reader starts late: sendfile meets a full socket and waits.
         let reader = tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            tokio::time::sleep(late).await;
             let mut got = vec![0u8; want_len];
             client.read_exact(&mut got).await.unwrap();
             got
@@ -290,33 +288,51 @@ mod tests {
         out.flush().await.unwrap();
         let got = reader.await.unwrap();
         check!(got.get(..4) == Some(&b"head"[..]));
-        check!(got.get(4..4 + body.len()) == Some(&body[..]));
+        check!(got.get(4..4 + body.len()) == Some(body));
         check!(got.get(4 + body.len()..) == Some(&b"tail"[..]));
     }
 
-    #[tokio::test]
-    async fn a_file_cut_under_the_slice_ends_the_answer_with_a_reason() {
+    /// Sends a slice of `len` bytes whose file is cut `kept` bytes into it:
+    /// the answer ends with the reason, and the client reads the bytes that
+    /// existed, then the end: never others.
+    async fn a_cut_file_ends_the_answer<W, C>(mut write: W, mut client: C, len: usize, kept: usize)
+    where
+        W: SendFile,
+        C: AsyncRead + Unpin,
+    {
         let dir = tempfile::tempdir().unwrap();
-        let slice = file_with(&dir, 10, &[7u8; 1000]);
+        let slice = file_with(&dir, 10, &vec![7u8; len]);
         std::fs::OpenOptions::new()
             .write(true)
             .open(dir.path().join("00000000000000000000.log"))
             .unwrap()
-            .set_len(500)
+            .set_len(10 + kept as u64)
             .unwrap();
-        let (mut write, mut client) = pair().await;
         let parts = Parts::new(vec![Part::File(slice)], None);
         let mut out = BufWriter::new(&mut write);
         let end = write_parts(&mut out, &parts).await.unwrap_err();
-        check!(
-            matches!(&end, WriteEnd::Close(reason) if reason.contains("segment file ends at byte 500"))
-        );
+        let reason = format!("segment file ends at byte {}", 10 + kept);
+        check!(matches!(&end, WriteEnd::Close(r) if r.contains(&reason)));
         drop(out);
         drop(write);
-        // The client got the bytes that existed, then the end: never others.
         let mut got = Vec::new();
         client.read_to_end(&mut got).await.unwrap();
-        check!(got == vec![7u8; 490]);
+        check!(got == vec![7u8; kept]);
+    }
+
+    #[tokio::test]
+    async fn bytes_and_a_large_slice_arrive_in_order_through_a_full_socket() {
+        let body: Vec<u8> = (0..32 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let (write, client) = pair().await;
+        // The reader starts late: sendfile meets a full socket and waits.
+        head_slice_tail_arrive_in_order(write, client, &body, std::time::Duration::from_millis(50))
+            .await;
+    }
+
+    #[tokio::test]
+    async fn a_file_cut_under_the_slice_ends_the_answer_with_a_reason() {
+        let (write, client) = pair().await;
+        a_cut_file_ends_the_answer(write, client, 1000, 490).await;
     }
 
     /// A stream that must see every byte (as TLS must to encrypt): the
@@ -329,58 +345,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_that_sees_the_bytes_gets_a_slice_read_in_chunks_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        // Not a whole number of chunks, and not at a chunk's boundary.
+        // Not a whole number of chunks, and not at a chunk's boundary,
+        // through a pipe far smaller than a chunk.
         let body: Vec<u8> = (0..3 * CHUNK as u32 + 4321)
             .map(|i| (i % 251) as u8)
             .collect();
-        let slice = file_with(&dir, 4096 + 17, &body);
-        let (mut write, mut client) = piped(1000);
-        let parts = Parts::new(
-            vec![
-                Part::Bytes(Bytes::from_static(b"head")),
-                Part::File(slice),
-                Part::Bytes(Bytes::from_static(b"tail")),
-            ],
-            None,
-        );
-        let want_len = 8 + body.len();
-        let reader = tokio::spawn(async move {
-            let mut got = vec![0u8; want_len];
-            client.read_exact(&mut got).await.unwrap();
-            got
-        });
-        let mut out = BufWriter::new(&mut write);
-        write_parts(&mut out, &parts).await.unwrap();
-        out.flush().await.unwrap();
-        let got = reader.await.unwrap();
-        check!(got.get(..4) == Some(&b"head"[..]));
-        check!(got.get(4..4 + body.len()) == Some(&body[..]));
-        check!(got.get(4 + body.len()..) == Some(&b"tail"[..]));
+        let (write, client) = piped(1000);
+        head_slice_tail_arrive_in_order(write, client, &body, std::time::Duration::ZERO).await;
     }
 
     #[tokio::test]
     async fn a_file_cut_under_a_chunked_slice_ends_the_answer_with_a_reason() {
-        let dir = tempfile::tempdir().unwrap();
-        let slice = file_with(&dir, 10, &vec![7u8; 2 * CHUNK]);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.path().join("00000000000000000000.log"))
-            .unwrap()
-            .set_len(10 + CHUNK as u64 + 5)
-            .unwrap();
-        let (mut write, mut client) = piped(4 * CHUNK);
-        let parts = Parts::new(vec![Part::File(slice)], None);
-        let mut out = BufWriter::new(&mut write);
-        let end = write_parts(&mut out, &parts).await.unwrap_err();
-        check!(matches!(&end, WriteEnd::Close(reason)
-            if reason.contains(&format!("segment file ends at byte {}", 10 + CHUNK + 5))));
-        drop(out);
-        drop(write);
-        // The client got the bytes that existed, then the end: never others.
-        let mut got = Vec::new();
-        client.read_to_end(&mut got).await.unwrap();
-        check!(got == vec![7u8; CHUNK + 5]);
+        let (write, client) = piped(4 * CHUNK);
+        a_cut_file_ends_the_answer(write, client, 2 * CHUNK, CHUNK + 5).await;
     }
 
     #[tokio::test]
