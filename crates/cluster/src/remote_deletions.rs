@@ -172,21 +172,24 @@ impl Cluster {
                          WHERE d.topic_id = free.topic_id AND d.partition = free.partition
                          RETURNING d.topic_id, d.topic_name, d.partition,
                                    (extract(epoch FROM d.added_at) * 1000)::bigint,
-                                   d.claimed_by, $3::bigint",
+                                   d.claimed_by, $3::bigint,
+                                   (extract(epoch FROM d.added_at) * 1000000)::bigint",
                         &[&broker.node.0, &limit, &claim_ms],
                     )
                     .await?;
                 tx.commit().await?;
-                let mut claimed: Vec<PendingRemoteDeletion> =
-                    rows.iter().map(PendingRemoteDeletion::from_row).collect();
-                claimed.sort_by(|a, b| {
-                    (a.added_ms, a.topic_id, a.partition).cmp(&(
-                        b.added_ms,
-                        b.topic_id,
-                        b.partition,
-                    ))
+                // UPDATE ... RETURNING has no order: sort as the claim
+                // chose, by the microseconds of `added_at` (two deletions
+                // in one millisecond would tie on `added_ms` and fall to
+                // the random topic id).
+                let mut claimed: Vec<(i64, PendingRemoteDeletion)> = rows
+                    .iter()
+                    .map(|row| (row.get(6), PendingRemoteDeletion::from_row(row)))
+                    .collect();
+                claimed.sort_by(|(a_us, a), (b_us, b)| {
+                    (a_us, a.topic_id, a.partition).cmp(&(b_us, b.topic_id, b.partition))
                 });
-                Ok::<_, OpError>(claimed)
+                Ok::<_, OpError>(claimed.into_iter().map(|(_, d)| d).collect())
             })
             .await
     }
