@@ -9,7 +9,7 @@ the machine's noise falls on both; it prints each round and the median of
 the rounds with the candidate/baseline ratio.
 
 With `--throughput` it measures the bulk path instead: krabka-bench's raw
-mode (1 MiB requests of prebuilt batches) producing 100 B and 1 KiB records
+mode (1 MiB requests of prebuilt batches, or `--batch-size` bytes) producing 100 B and 1 KiB records
 to one partition, as throughput and broker CPU seconds per GB produced
 (utime + stime of the broker process), the figure a change to the append's
 own work moves.
@@ -55,7 +55,7 @@ def cases(seconds):
     ]
 
 
-def throughput_cases():
+def throughput_cases(batch_size, volume):
     """(name, function of a broker returning (MB/s, broker CPU s per GB))."""
 
     def raw(size, acks):
@@ -63,10 +63,10 @@ def throughput_cases():
             topic = "tp-%d-%d-acks%s" % (r, size, acks)
             # A fixed volume, deleted after: a timed run at page-cache speed
             # would fill the disk over the rounds.
-            records = int(THROUGHPUT_BYTES // size)
+            records = int(volume // size)
             before = cpu_seconds(broker.process.pid)
             _, mb_s, _ = bench(broker, "produce", "-t", topic, "-s", str(size), "--acks", acks,
-                               "-n", str(records))
+                               "-n", str(records), "--batch-size", str(batch_size))
             used = cpu_seconds(broker.process.pid) - before
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             for future in admin.delete_topics([topic], operation_timeout=30).values():
@@ -86,12 +86,16 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--throughput", action="store_true",
                         help="measure bulk produce throughput and broker CPU per GB instead")
+    parser.add_argument("--batch-size", type=int, default=1024 * 1024,
+                        help="bytes per request in --throughput (16384 is the Java producer's batch.size)")
+    parser.add_argument("--bytes", type=float, default=THROUGHPUT_BYTES,
+                        help="record bytes each --throughput case produces")
     args = parser.parse_args()
     if not os.path.exists(BENCH_BIN):
         sys.exit("no binary at %s" % BENCH_BIN)
     with ab_brokers(args.baseline, args.candidate, "krabka-ab-") as brokers:
         if args.throughput:
-            ab_rounds(brokers, throughput_cases(), args.rounds,
+            ab_rounds(brokers, throughput_cases(args.batch_size, args.bytes), args.rounds,
                       [("MB/s", "%.0f"), ("broker CPU s/GB", "%.3f")])
         else:
             ab_rounds(brokers, cases(args.seconds), args.rounds,

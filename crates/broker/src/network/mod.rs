@@ -8,8 +8,10 @@
 //! partitions' append queues as soon as it is read, so a producer's
 //! pipelined batches reach the log in the order sent while the connection
 //! reads on, and the appends that queue up meanwhile share one trip to the
-//! blocking pool; at most `PRODUCE_READ_AHEAD_BYTES` of produce requests
-//! per connection are held read but not yet taken by their partitions.
+//! blocking pool (a small one to an idle queue is made on the spot); at
+//! most `PRODUCE_READ_AHEAD_BYTES` of produce requests per connection are
+//! held read but not yet taken by their partitions. The writer itself waits
+//! for a produce's appends, rather than a task of its own.
 //! Any other request waits for the produce requests before it (as on
 //! Kafka, which handles a connection's requests one by one); other
 //! state-changing requests (admin, acks=0 produce) are handled before the
@@ -62,19 +64,54 @@ use {
     limits::{ConnectionLimits, RequestBudget},
     std::{
         net::SocketAddr,
+        pin::Pin,
         sync::Arc,
         time::{Duration, Instant},
     },
     tokio::{
         io::{AsyncRead, AsyncWriteExt, BufWriter},
         net::{TcpListener, TcpStream},
-        sync::{Semaphore, mpsc, oneshot, watch},
+        sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch},
         task::JoinSet,
     },
 };
 
 /// Most requests of one connection waiting for their answer at once.
 const MAX_IN_FLIGHT: usize = 100;
+
+/// An answer the writer waits for in its turn (`None`: it will never come).
+/// A produce's is the future that waits for its appends; any other is the
+/// receiving end of its handler's answer.
+type Pending = Pin<Box<dyn Future<Output = Option<Reply>> + Send>>;
+
+/// The produce requests of one connection not yet answered, so that a
+/// request read after them waits for them. Each holds one permit of a
+/// semaphore far larger than the produces a connection can have in flight
+/// (`MAX_IN_FLIGHT`); all of them free means none is left.
+struct Produces(Arc<Semaphore>);
+
+/// More permits than a connection's produces in flight can ever hold.
+const PRODUCE_PERMITS: u32 = 1 << 16;
+
+impl Default for Produces {
+    fn default() -> Self {
+        Self(Arc::new(Semaphore::new(PRODUCE_PERMITS as usize)))
+    }
+}
+
+impl Produces {
+    /// One more unanswered produce, until the permit is dropped.
+    async fn one_more(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.0).acquire_owned().await.ok()
+    }
+
+    /// Waits until every produce counted so far is answered.
+    async fn all_answered(&self) {
+        if self.0.available_permits() < PRODUCE_PERMITS as usize {
+            drop(self.0.acquire_many(PRODUCE_PERMITS).await);
+        }
+    }
+}
 
 /// Most bytes of produce requests one connection holds read but not yet
 /// taken by their partitions (appended to a classic log, placed in a
@@ -372,7 +409,7 @@ async fn connection<R, W>(
     // hold none).
     let mut reader = read_ahead::ReadAhead::new(reader, 64 * 1024);
     let activity = Arc::new(Activity::new());
-    let (slots, mut queue) = mpsc::channel::<oneshot::Receiver<Reply>>(MAX_IN_FLIGHT);
+    let (slots, mut queue) = mpsc::channel::<Pending>(MAX_IN_FLIGHT);
     // Dropped when the writer stops, so the reader stops too.
     let (writer_alive, mut writer_gone) = oneshot::channel::<()>();
     let answered = Arc::clone(&activity);
@@ -387,42 +424,43 @@ async fn connection<R, W>(
             loop {
                 // What is written goes out before waiting for an answer
                 // that is not ready (a long poll must not hold it back).
-                let reply = match slot.try_recv() {
-                    Err(oneshot::error::TryRecvError::Empty) => {
+                let reply = match (&mut slot).now_or_never() {
+                    Some(reply) => reply,
+                    None => {
                         if out.flush().await.is_err() {
                             return;
                         }
                         slot.await
                     }
-                    Ok(reply) => Ok(reply),
-                    Err(oneshot::error::TryRecvError::Closed) => return,
                 };
                 answered.request_answered();
                 match reply {
-                    Ok(Reply::Frame(frame)) => {
+                    Some(Reply::Frame(frame)) => {
                         if let Err(e) = out.write_all(&frame).await {
                             tracing::debug!(%peer, error = %e, "write failed");
                             return;
                         }
                     }
-                    Ok(Reply::Parts(parts)) => match writer::write_parts(&mut out, &parts).await {
-                        Ok(()) => {}
-                        Err(writer::WriteEnd::Io(e)) => {
-                            tracing::debug!(%peer, error = %e, "write failed");
-                            return;
+                    Some(Reply::Parts(parts)) => {
+                        match writer::write_parts(&mut out, &parts).await {
+                            Ok(()) => {}
+                            Err(writer::WriteEnd::Io(e)) => {
+                                tracing::debug!(%peer, error = %e, "write failed");
+                                return;
+                            }
+                            Err(writer::WriteEnd::Close(reason)) => {
+                                tracing::warn!(%peer, %reason, "closing connection");
+                                return;
+                            }
                         }
-                        Err(writer::WriteEnd::Close(reason)) => {
-                            tracing::warn!(%peer, %reason, "closing connection");
-                            return;
-                        }
-                    },
-                    Ok(Reply::Nothing) => {}
-                    Ok(Reply::Close(reason)) => {
+                    }
+                    Some(Reply::Nothing) => {}
+                    Some(Reply::Close(reason)) => {
                         tracing::warn!(%peer, %reason, "closing connection");
                         let _ = out.flush().await;
                         return;
                     }
-                    Err(_) => return,
+                    None => return,
                 }
                 match queue.try_recv() {
                     Ok(next) => slot = next,
@@ -434,7 +472,7 @@ async fn connection<R, W>(
             }
         }
     });
-    let mut produces = JoinSet::new();
+    let produces = Produces::default();
     let read_ahead = Arc::new(Semaphore::new(PRODUCE_READ_AHEAD_BYTES as usize));
     loop {
         if *shutdown.borrow() {
@@ -504,11 +542,6 @@ async fn connection<R, W>(
                 continue;
             }
         };
-        let (done, slot) = oneshot::channel();
-        if slots.send(slot).await.is_err() {
-            break;
-        }
-        activity.request_read();
         let api = request.api_key;
         // A produce takes its place in its partitions' queues now and is
         // answered whenever its appends are done; the next request is read
@@ -542,18 +575,23 @@ async fn connection<R, W>(
                         drop(early);
                     });
                 }
-                produces.spawn(async move {
+                // The writer itself waits for the appends: no task of its
+                // own, so one wake-up less per produce.
+                let unanswered = produces.one_more().await;
+                let answer = async move {
                     let reply = answer.await;
-                    drop(permit);
-                    drop(hold);
+                    drop((permit, hold, unanswered));
                     metrics::request_done(
                         api,
                         received.elapsed(),
                         matches!(reply, Reply::Close(_)),
                     );
-                    let _ = done.send(reply);
-                });
-                while produces.try_join_next().is_some() {}
+                    Some(reply)
+                };
+                if slots.send(Box::pin(answer)).await.is_err() {
+                    break;
+                }
+                activity.request_read();
                 continue;
             }
             handlers::Queued::Other(request) => {
@@ -561,9 +599,14 @@ async fn connection<R, W>(
                 *request
             }
         };
+        let (done, slot) = oneshot::channel();
+        if slots.send(Box::pin(slot.map(Result::ok))).await.is_err() {
+            break;
+        }
+        activity.request_read();
         // Anything else sees what the produce requests read before it
         // appended, as when Kafka handles a connection's requests one by one.
-        while produces.join_next().await.is_some() {}
+        produces.all_answered().await;
         let in_order = handlers::must_run_in_order(&request);
         let broker = Arc::clone(&broker);
         let work = async move {
@@ -578,8 +621,7 @@ async fn connection<R, W>(
             tokio::spawn(work);
         }
     }
-    // Let the writer send every answer for requests already read.
-    while produces.join_next().await.is_some() {}
+    // The writer sends every answer for requests already read, then stops.
     drop(slots);
     let _ = writer_task.await;
 }
@@ -587,14 +629,14 @@ async fn connection<R, W>(
 /// Queues answers made without a handler; false when the connection is
 /// closing (the writer stopped, or one of them closes it).
 async fn send_replies(
-    slots: &mpsc::Sender<oneshot::Receiver<Reply>>,
+    slots: &mpsc::Sender<Pending>,
     activity: &Activity,
     replies: Vec<Reply>,
 ) -> bool {
     for reply in replies {
         let closes = matches!(reply, Reply::Close(_));
         let (done, slot) = oneshot::channel();
-        if slots.send(slot).await.is_err() {
+        if slots.send(Box::pin(slot.map(Result::ok))).await.is_err() {
             return false;
         }
         activity.request_read();
