@@ -1,6 +1,8 @@
 //! The one door to tokio's blocking pool: every disk call, fsync and
 //! synchronous SPI call the broker makes from async code goes through
-//! [`run`] (or [`spawn`] when nobody waits for the answer).
+//! [`run`] (or [`spawn`] when nobody waits for the answer). The one
+//! exception is a small produce append that the log takes as a plain write
+//! to the page cache (see `partition::append_queue`).
 //!
 //! Async workers must never wait on the disk: a worker stuck in an fsync
 //! stalls every connection it serves. Keeping the hop in one place makes

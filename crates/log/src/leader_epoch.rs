@@ -61,7 +61,7 @@ impl LeaderEpochCache {
     ///
     /// [`LogError::Io`] if the checkpoint cannot be written.
     pub fn assign(&mut self, epoch: LeaderEpoch, start_offset: i64) -> Result<(), LogError> {
-        if epoch.0 < 0 || self.latest_epoch().is_some_and(|latest| latest >= epoch) {
+        if self.has_epoch(epoch) {
             return Ok(());
         }
         // An entry whose start is not below the new start can no longer be right.
@@ -71,6 +71,13 @@ impl LeaderEpochCache {
             start_offset,
         });
         self.persist()
+    }
+
+    /// Whether [`LeaderEpochCache::assign`] of `epoch` would change nothing
+    /// (no new entry to persist).
+    #[must_use]
+    pub fn has_epoch(&self, epoch: LeaderEpoch) -> bool {
+        epoch.0 < 0 || self.latest_epoch().is_some_and(|latest| latest >= epoch)
     }
 
     /// The epoch of the batch holding `offset`.

@@ -131,6 +131,21 @@ impl Log {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
     }
 
+    /// [`Log::lock_inner`], or `None` at once if another thread holds it.
+    fn try_lock_inner(&self) -> Result<Option<MutexGuard<'_, Inner>>, LogError> {
+        let guard = match self.inner.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
+        if self.closed.load(Ordering::Acquire) {
+            return Err(LogError::Closed {
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(Some(guard))
+    }
+
     pub(crate) fn lock_inner(&self) -> Result<MutexGuard<'_, Inner>, LogError> {
         let guard = self
             .inner
@@ -298,7 +313,37 @@ impl Log {
         records: Bytes,
         leader_epoch: LeaderEpoch,
     ) -> Result<AppendInfo, LogError> {
-        self.append_with_origin(records, leader_epoch, AppendOrigin::Client)
+        unrestricted(self.append_with_origin(
+            records,
+            leader_epoch,
+            AppendOrigin::Client,
+            Reach::Any,
+        ))
+    }
+
+    /// [`Log::append_as_leader`], if that is a write to the active segment
+    /// and nothing more; otherwise `Ok(None)`, with nothing changed: when
+    /// another thread holds the log, or the append would roll the segment,
+    /// flush (`flush.messages` / `flush.ms`) or record a new leader epoch,
+    /// each of which waits on the disk. For a caller that must not wait on
+    /// the disk (an async worker), which hands a `None` to a thread that may.
+    /// The write itself can still wait when the kernel throttles a writer
+    /// whose dirty pages are over its limit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Log::append_as_leader`].
+    pub fn try_append_as_leader(
+        &self,
+        records: Bytes,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<Option<AppendInfo>, LogError> {
+        self.append_with_origin(
+            records,
+            leader_epoch,
+            AppendOrigin::Client,
+            Reach::WriteOnly,
+        )
     }
 
     /// Appends batches the broker's own coordinator encoded (Kafka's
@@ -316,15 +361,23 @@ impl Log {
         records: Bytes,
         leader_epoch: LeaderEpoch,
     ) -> Result<AppendInfo, LogError> {
-        self.append_with_origin(records, leader_epoch, AppendOrigin::Coordinator)
+        unrestricted(self.append_with_origin(
+            records,
+            leader_epoch,
+            AppendOrigin::Coordinator,
+            Reach::Any,
+        ))
     }
 
+    /// `Ok(None)` only when `reach` is [`Reach::WriteOnly`] and the append
+    /// would do more than write (see [`Log::try_append_as_leader`]).
     fn append_with_origin(
         &self,
         records: Bytes,
         leader_epoch: LeaderEpoch,
         origin: AppendOrigin,
-    ) -> Result<AppendInfo, LogError> {
+        reach: Reach,
+    ) -> Result<Option<AppendInfo>, LogError> {
         let config = self.config();
         let records = self.validate_client_batches(records, &config)?;
         let mut headers: Vec<(usize, BatchHeader)> = Vec::with_capacity(1);
@@ -352,7 +405,13 @@ impl Log {
             });
         }
 
-        let mut inner = self.lock_inner()?;
+        let mut inner = match reach {
+            Reach::Any => self.lock_inner()?,
+            Reach::WriteOnly => match self.try_lock_inner()? {
+                Some(inner) => inner,
+                None => return Ok(None),
+            },
+        };
         let now = self.clock.now_ms();
         let first_offset = self.log_end_offset();
         let mut next = first_offset;
@@ -365,7 +424,7 @@ impl Log {
                         .producers
                         .check_and_stage(&mut pending, h, next, origin)?
                 {
-                    return Ok(AppendInfo {
+                    return Ok(Some(AppendInfo {
                         first_offset: orig.first_offset,
                         last_offset: orig.last_offset,
                         log_append_time: None,
@@ -373,7 +432,7 @@ impl Log {
                         duplicate: true,
                         record_count: u32::try_from(orig.last_offset - orig.first_offset + 1)
                             .unwrap_or(0),
-                    });
+                    }));
                 }
             } else if h.is_transactional() {
                 return Err(LogError::invalid(
@@ -388,6 +447,24 @@ impl Log {
         let last_offset = next - 1;
 
         let inner = &mut *inner;
+        if reach == Reach::WriteOnly {
+            let max_ts = if config.message_timestamp_type == TimestampType::LogAppendTime {
+                now
+            } else {
+                headers
+                    .iter()
+                    .map(|(_, h)| h.max_timestamp)
+                    .max()
+                    .unwrap_or(-1)
+            };
+            let more_than_a_write =
+                self.needs_roll(&config, records.len() as u64, max_ts, last_offset, now)
+                    || would_flush(inner, &config, record_count, now)
+                    || !self.lock_epochs().has_epoch(leader_epoch);
+            if more_than_a_write {
+                return Ok(None);
+            }
+        }
         let log_append_time =
             (config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now);
         if let Some(ts) = log_append_time {
@@ -452,14 +529,14 @@ impl Log {
         self.update_lso(inner);
         inner.unflushed_messages += u64::from(record_count);
         self.maybe_flush(inner, &config, now)?;
-        Ok(AppendInfo {
+        Ok(Some(AppendInfo {
             first_offset,
             last_offset,
             log_append_time,
             log_start_offset: self.log_start_offset(),
             duplicate: false,
             record_count,
-        })
+        }))
     }
 
     /// Runs [`crate::validate::validate_batch`] over every batch of an
@@ -606,10 +683,28 @@ impl Log {
         last_offset: i64,
         now: i64,
     ) -> Result<(), LogError> {
+        if self.needs_roll(config, append_bytes, max_timestamp, last_offset, now) {
+            self.roll(inner, config, first_offset)?;
+        }
+        Ok(())
+    }
+
+    /// Whether an append of `append_bytes` up to `last_offset` must first
+    /// start a new segment: the active one would outgrow `segment.bytes`,
+    /// is older than `segment.ms`, has full indexes or cannot hold the
+    /// offset.
+    fn needs_roll(
+        &self,
+        config: &LogConfig,
+        append_bytes: u64,
+        max_timestamp: i64,
+        last_offset: i64,
+        now: i64,
+    ) -> bool {
         let active = self.active_segment();
         let size = active.size();
         if size == 0 {
-            return Ok(());
+            return false;
         }
         let stats = active.stats();
         let waited = match stats.first_batch_timestamp {
@@ -618,14 +713,10 @@ impl Log {
         };
         // Positions are u32 in the index and Kafka caps segments at Int.MaxValue.
         let max_segment = config.segment_bytes.min(i32::MAX as u64);
-        let roll = size > max_segment.saturating_sub(append_bytes)
+        size > max_segment.saturating_sub(append_bytes)
             || waited > i64::try_from(config.max_segment_ms()).unwrap_or(i64::MAX)
             || active.indexes_full()
-            || !active.can_hold_offset(last_offset);
-        if roll {
-            self.roll(inner, config, first_offset)?;
-        }
-        Ok(())
+            || !active.can_hold_offset(last_offset)
     }
 
     /// Closes the active segment and starts a new one at `new_base`: seal and
@@ -668,14 +759,7 @@ impl Log {
     }
 
     fn maybe_flush(&self, inner: &mut Inner, config: &LogConfig, now: i64) -> Result<(), LogError> {
-        let by_count = config
-            .flush_messages
-            .is_some_and(|n| inner.unflushed_messages >= n);
-        let by_time = config.flush_ms.is_some_and(|ms| {
-            inner.unflushed_messages > 0
-                && now - inner.last_flush_ms >= i64::try_from(ms).unwrap_or(i64::MAX)
-        });
-        if by_count || by_time {
+        if would_flush(inner, config, 0, now) {
             self.flush_locked(inner, now)?;
         }
         Ok(())
@@ -1175,4 +1259,30 @@ fn unreachable_empty() -> &'static Arc<Segment> {
     // Every code path keeps at least the active segment in the list; reaching
     // this would be a bug in this crate, not bad input.
     panic!("krabka-log: segment list is empty")
+}
+
+/// How far an append may go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Whatever it needs: a roll, a flush, a new epoch's checkpoint.
+    Any,
+    /// A write to the active segment, nothing more (see
+    /// [`Log::try_append_as_leader`]).
+    WriteOnly,
+}
+
+/// The answer of an append with [`Reach::Any`], which always has one.
+fn unrestricted(appended: Result<Option<AppendInfo>, LogError>) -> Result<AppendInfo, LogError> {
+    appended?.ok_or_else(|| LogError::invalid("an unrestricted append was deferred"))
+}
+
+/// Whether `flush.messages` or `flush.ms` call for a flush once `adding`
+/// more messages are appended.
+fn would_flush(inner: &Inner, config: &LogConfig, adding: u32, now: i64) -> bool {
+    let unflushed = inner.unflushed_messages + u64::from(adding);
+    let by_count = config.flush_messages.is_some_and(|n| unflushed >= n);
+    let by_time = config.flush_ms.is_some_and(|ms| {
+        unflushed > 0 && now - inner.last_flush_ms >= i64::try_from(ms).unwrap_or(i64::MAX)
+    });
+    by_count || by_time
 }

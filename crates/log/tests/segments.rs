@@ -231,3 +231,61 @@ fn advance_log_start_offset_is_persisted() {
     check!(log.log_start_offset() == 17);
     check!(log.log_end_offset() == 40);
 }
+
+#[test]
+fn a_write_only_append_declines_what_waits_on_the_disk_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let log = open(dir.path(), small_config(), &clock);
+    // The first append records leader epoch 0 in its checkpoint: declined.
+    check!(
+        log.try_append_as_leader(batch(1, 200, 0), LeaderEpoch(0))
+            .unwrap()
+            .is_none()
+    );
+    check!(log.log_end_offset() == 0);
+    log.append_as_leader(batch(1, 200, 0), LeaderEpoch(0))
+        .unwrap();
+    // A plain write goes through, at the next offset, readable.
+    let info = log
+        .try_append_as_leader(batch(2, 200, 1), LeaderEpoch(0))
+        .unwrap()
+        .unwrap();
+    check!((info.first_offset, info.last_offset) == (1, 2));
+    check!(read_all(&log, 0).len() == 3);
+    // An append that would fill the 4 KiB segment needs a roll: declined,
+    // and neither the segments nor the offsets move.
+    let before = log.segments().len();
+    check!(
+        log.try_append_as_leader(batch(1, 4000, 2), LeaderEpoch(0))
+            .unwrap()
+            .is_none()
+    );
+    check!(log.segments().len() == before);
+    check!(log.log_end_offset() == 3);
+    // A new epoch is declined too; the full append does all of it.
+    check!(
+        log.try_append_as_leader(batch(1, 10, 2), LeaderEpoch(1))
+            .unwrap()
+            .is_none()
+    );
+    log.append_as_leader(batch(1, 4000, 2), LeaderEpoch(0))
+        .unwrap();
+    check!(log.segments().len() == before + 1);
+
+    // With flush.messages=2 the append that reaches the count is declined.
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        flush_messages: Some(2),
+        ..small_config()
+    };
+    let log = open(dir.path(), config, &clock);
+    log.append_as_leader(batch(1, 10, 0), LeaderEpoch(0))
+        .unwrap();
+    check!(
+        log.try_append_as_leader(batch(1, 10, 0), LeaderEpoch(0))
+            .unwrap()
+            .is_none()
+    );
+    check!(log.log_end_offset() == 1);
+}
