@@ -19,7 +19,7 @@ use {
     bytes::BytesMut,
     std::{
         fs::{File, OpenOptions},
-        io::{IoSlice, Seek, SeekFrom, Write},
+        io::IoSlice,
         os::fd::AsRawFd,
         path::{Path, PathBuf},
         sync::{Arc, RwLock},
@@ -27,11 +27,10 @@ use {
 };
 
 /// Writes `parts`, one after the other, at `position` of `file` in as few
-/// `writev` calls as the kernel allows: an append writes the client's batch
-/// bytes where they lie, around the few header bytes it rewrote, instead of
-/// first copying the whole request. Appends to a log are serialized by its
-/// lock, and reads use positioned reads, so moving the file's cursor here
-/// disturbs nobody.
+/// `pwritev` calls as the kernel allows: an append writes the client's
+/// batch bytes where they lie, around the few header bytes it rewrote,
+/// instead of first copying the whole request. A positioned write needs no
+/// `lseek` first, and leaves the file's cursor alone.
 ///
 /// # Errors
 ///
@@ -42,20 +41,41 @@ pub(crate) fn write_all_vectored_at(
     parts: &[&[u8]],
     position: u64,
 ) -> std::io::Result<()> {
-    let mut file = file;
-    file.seek(SeekFrom::Start(position))?;
+    // The kernel takes at most IOV_MAX (1024 on Linux) slices per call.
+    const MAX_SLICES: usize = 1024;
     let mut slices: Vec<IoSlice<'_>> = parts
         .iter()
         .filter(|p| !p.is_empty())
         .map(|p| IoSlice::new(p))
         .collect();
     let mut rest = slices.as_mut_slice();
+    let mut at = position;
     while !rest.is_empty() {
-        match file.write_vectored(rest) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut rest, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+        let count = rest.len().min(MAX_SLICES);
+        let offset = libc::off_t::try_from(at).map_err(std::io::Error::other)?;
+        // SAFETY: `IoSlice` is ABI-compatible with `iovec` on Unix, and the
+        // first `count` slices of `rest` point at live, readable memory.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                rest.as_ptr().cast::<libc::iovec>(),
+                libc::c_int::try_from(count).unwrap_or(libc::c_int::MAX),
+                offset,
+            )
+        };
+        match n {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n if n < 0 => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            n => {
+                let n = n.unsigned_abs();
+                IoSlice::advance_slices(&mut rest, n);
+                at += n as u64;
+            }
         }
     }
     Ok(())
