@@ -316,6 +316,7 @@ impl Log {
             log_end_offset: AtomicI64::new(log_end),
             last_stable_offset: AtomicI64::new(log_end),
             closed: AtomicBool::new(false),
+            roll_flush_due: AtomicBool::new(false),
             recovery: report,
         };
         {

@@ -76,6 +76,8 @@ pub struct Log {
     pub(crate) log_end_offset: AtomicI64,
     pub(crate) last_stable_offset: AtomicI64,
     pub(crate) closed: AtomicBool,
+    /// A roll closed segments that [`Log::flush_rolled`] has not flushed.
+    pub(crate) roll_flush_due: AtomicBool,
     /// What opening the log removed or rebuilt.
     pub(crate) recovery: crate::RecoveryReport,
 }
@@ -732,17 +734,12 @@ impl Log {
             return Ok(());
         }
         old.seal()?;
-        // Kafka flushes the rolled segment (asynchronously) and moves the
-        // recovery point to the new base; the flush is done inline here.
-        for seg in self.segments_from(inner.recovery_point) {
-            seg.flush()?;
-        }
+        // As Kafka, the closed segments are flushed after the roll, outside
+        // the log's lock (`flush_rolled`), and only then does the recovery
+        // point move: appends do not wait for the disk to take a segment.
         // Closed segments hold no descriptor (see `segment_file`).
         old.deactivate();
-        inner.recovery_point = new_base;
-        inner.unflushed_messages = 0;
-        inner.last_flush_ms = self.clock.now_ms();
-        checkpoint::write_offset(&self.dir.join(RECOVERY_POINT_FILE), new_base)?;
+        self.roll_flush_due.store(true, Ordering::Release);
         let new = Segment::create(
             &self.dir,
             new_base,
@@ -1168,6 +1165,48 @@ impl Log {
             }
         }
         self.maybe_flush(inner, &config, now)
+    }
+
+    /// Whether a roll closed segments that [`Log::flush_rolled`] has not
+    /// flushed yet: the caller should have it run where it may wait.
+    #[must_use]
+    pub fn roll_flush_due(&self) -> bool {
+        self.roll_flush_due.load(Ordering::Acquire)
+    }
+
+    /// fsyncs the segments that rolls closed below the active one, then
+    /// moves the recovery point to (at least) the active segment's base and
+    /// persists it (Kafka's flush scheduled after a roll). The log's lock is held
+    /// only to find them and to move the point, so appends go on while the
+    /// disk takes them. Returns whether there was anything to flush.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] on a file error (the recovery point stays).
+    pub fn flush_rolled(&self) -> Result<bool, LogError> {
+        if !self.roll_flush_due.swap(false, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        let (from, below) = {
+            let inner = self.lock_inner()?;
+            (inner.recovery_point, self.active_segment().base_offset())
+        };
+        let closed: Vec<_> = self
+            .segments_from(from)
+            .take_while(|seg| seg.base_offset() < below)
+            .collect();
+        for seg in &closed {
+            if let Err(e) = seg.flush() {
+                self.roll_flush_due.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        // A flush meanwhile may have moved the point further: it is
+        // persisted as it stands.
+        let mut inner = self.lock_inner()?;
+        inner.recovery_point = inner.recovery_point.max(below);
+        checkpoint::write_offset(&self.dir.join(RECOVERY_POINT_FILE), inner.recovery_point)?;
+        Ok(true)
     }
 
     /// fsyncs all unflushed data and moves the recovery point to the log end.

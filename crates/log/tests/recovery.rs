@@ -97,6 +97,8 @@ fn flushed_batches_survive_and_recovery_point_limits_the_scan() {
             .unwrap();
     }
     log.flush().unwrap();
+    // As the broker does after a roll: the recovery point is persisted.
+    check!(log.flush_rolled().unwrap());
     let segs = log.segments();
     check!(segs.len() > 2);
     drop(log);

@@ -289,3 +289,32 @@ fn a_write_only_append_declines_what_waits_on_the_disk_and_changes_nothing() {
     );
     check!(log.log_end_offset() == 1);
 }
+
+#[test]
+fn a_roll_leaves_its_flush_and_the_recovery_point_to_flush_rolled() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let log = open(dir.path(), small_config(), &clock);
+    let point = || {
+        krabka_log::checkpoint::read_offset(
+            &dir.path().join(krabka_log::checkpoint::RECOVERY_POINT_FILE),
+        )
+        .unwrap()
+    };
+    let before = point();
+    check!(!log.roll_flush_due());
+    for i in 0..40 {
+        log.append_as_leader(batch(1, 200, i), LeaderEpoch(0))
+            .unwrap();
+    }
+    let segs = log.segments();
+    check!(segs.len() > 2);
+    // The rolls neither flushed nor moved the persisted recovery point.
+    check!(log.roll_flush_due());
+    check!(point() == before);
+    // flush_rolled does, up to the active segment's base, once.
+    check!(log.flush_rolled().unwrap());
+    check!(point() == Some(segs.last().unwrap().base_offset));
+    check!(!log.roll_flush_due());
+    check!(!log.flush_rolled().unwrap());
+}

@@ -9,7 +9,9 @@
 //! blocking task: a client that sends a record per request (librdkafka with
 //! `linger.ms=0`) pays the hop to the blocking pool once per queue-full
 //! rather than once per request. Each append wakes the partition's waiters
-//! (parked fetches) before its producer is answered.
+//! (parked fetches) before its producer is answered. An append that rolls
+//! the segment leaves the closed segment's flush to a blocking task of its
+//! own ([`Log::flush_rolled`]), as Kafka schedules it after a roll.
 //!
 //! The hop itself (waking a pool thread, then the connection's task from
 //! it) costs more than writing a small request's batches to the page
@@ -152,7 +154,7 @@ impl AppendQueue {
         appended
     }
 
-    fn drain(&self, log: &Log, changed: &Notify) {
+    fn drain(&self, log: &Arc<Log>, changed: &Notify) {
         let reset = Reset(self);
         loop {
             let jobs = {
@@ -170,9 +172,23 @@ impl AppendQueue {
                     changed.notify_waiters();
                 }
                 let _ = job.done.send(result);
+                if log.roll_flush_due() {
+                    flush_rolled(log);
+                }
             }
         }
     }
+}
+
+/// Flushes the segments a roll closed on a blocking task of its own, so
+/// that the queue's appends go on while the disk takes them.
+fn flush_rolled(log: &Arc<Log>) {
+    let log = Arc::clone(log);
+    crate::blocking::spawn(move || {
+        if let Err(e) = log.flush_rolled() {
+            tracing::warn!(dir = %log.dir().display(), error = %e, "flushing rolled segments failed");
+        }
+    });
 }
 
 /// Appends `job` on the caller's task if it is small, the broker-wide turn
