@@ -135,17 +135,13 @@ impl Log {
 
     /// [`Log::lock_inner`], or `None` at once if another thread holds it.
     fn try_lock_inner(&self) -> Result<Option<MutexGuard<'_, Inner>>, LogError> {
-        let guard = match self.inner.try_lock() {
-            Ok(guard) => guard,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
-        };
-        if self.closed.load(Ordering::Acquire) {
-            return Err(LogError::Closed {
-                dir: self.dir.clone(),
-            });
+        match self.inner.try_lock() {
+            Ok(guard) => self.unless_closed(guard).map(Some),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                self.unless_closed(poisoned.into_inner()).map(Some)
+            }
+            Err(std::sync::TryLockError::WouldBlock) => Ok(None),
         }
-        Ok(Some(guard))
     }
 
     pub(crate) fn lock_inner(&self) -> Result<MutexGuard<'_, Inner>, LogError> {
@@ -153,6 +149,14 @@ impl Log {
             .inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.unless_closed(guard)
+    }
+
+    /// The held lock, unless the log was closed.
+    fn unless_closed<'a>(
+        &self,
+        guard: MutexGuard<'a, Inner>,
+    ) -> Result<MutexGuard<'a, Inner>, LogError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(LogError::Closed {
                 dir: self.dir.clone(),
@@ -449,16 +453,17 @@ impl Log {
         let last_offset = next - 1;
 
         let inner = &mut *inner;
+        let log_append_time =
+            (config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now);
+        // With LogAppendTime every batch's max timestamp becomes `now` below.
+        let max_ts = log_append_time.unwrap_or_else(|| {
+            headers
+                .iter()
+                .map(|(_, h)| h.max_timestamp)
+                .max()
+                .unwrap_or(-1)
+        });
         if reach == Reach::WriteOnly {
-            let max_ts = if config.message_timestamp_type == TimestampType::LogAppendTime {
-                now
-            } else {
-                headers
-                    .iter()
-                    .map(|(_, h)| h.max_timestamp)
-                    .max()
-                    .unwrap_or(-1)
-            };
             let more_than_a_write =
                 self.needs_roll(&config, records.len() as u64, max_ts, last_offset, now)
                     || would_flush(inner, &config, record_count, now)
@@ -467,8 +472,6 @@ impl Log {
                 return Ok(None);
             }
         }
-        let log_append_time =
-            (config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now);
         if let Some(ts) = log_append_time {
             // The CRC covers the rewritten timestamp: the batches are copied
             // and patched whole.
@@ -484,11 +487,6 @@ impl Log {
                 h.max_timestamp = ts;
             }
         }
-        let max_ts = headers
-            .iter()
-            .map(|(_, h)| h.max_timestamp)
-            .max()
-            .unwrap_or(-1);
         self.maybe_roll_for_append(
             inner,
             &config,

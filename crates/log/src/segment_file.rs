@@ -63,22 +63,34 @@ pub(crate) fn write_all_vectored_at(
                 offset,
             )
         };
-        match n {
-            0 => return Err(std::io::ErrorKind::WriteZero.into()),
-            n if n < 0 => {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-            n => {
-                let n = n.unsigned_abs();
-                IoSlice::advance_slices(&mut rest, n);
-                at += n as u64;
-            }
+        if let Some(n) = progress(n, std::io::ErrorKind::WriteZero)? {
+            IoSlice::advance_slices(&mut rest, n);
+            at += n as u64;
         }
     }
     Ok(())
+}
+
+/// What a positioned read or write system call that returned `n` did:
+/// `Some` bytes moved, `None` when a signal interrupted it (call again).
+///
+/// # Errors
+///
+/// The call's error; `none_left` when it moved nothing (end of file, or a
+/// write that makes no progress).
+fn progress(n: isize, none_left: std::io::ErrorKind) -> std::io::Result<Option<usize>> {
+    match n {
+        0 => Err(none_left.into()),
+        n if n < 0 => {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+        n => Ok(Some(n.unsigned_abs())),
+    }
 }
 
 /// Reads exactly `len` bytes at `pos` of `file` into the spare capacity of
@@ -104,20 +116,10 @@ pub(crate) fn read_exact_at_uninit(
         // SAFETY: `spare` is writable memory owned by `buf` of at least
         // `want` bytes; pread writes at most `want` bytes into it.
         let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), want, at) };
-        match n {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n if n < 0 => {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-            n => {
-                let n = n.unsigned_abs();
-                // SAFETY: pread initialized the first `n` bytes of the spare room.
-                unsafe { buf.set_len(buf.len() + n) };
-                done += n;
-            }
+        if let Some(n) = progress(n, std::io::ErrorKind::UnexpectedEof)? {
+            // SAFETY: pread initialized the first `n` bytes of the spare room.
+            unsafe { buf.set_len(buf.len() + n) };
+            done += n;
         }
     }
     Ok(())
