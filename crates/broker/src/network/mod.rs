@@ -66,6 +66,7 @@ use {
         net::SocketAddr,
         pin::Pin,
         sync::Arc,
+        task::{Context, Poll},
         time::{Duration, Instant},
     },
     tokio::{
@@ -80,9 +81,23 @@ use {
 const MAX_IN_FLIGHT: usize = 100;
 
 /// An answer the writer waits for in its turn (`None`: it will never come).
-/// A produce's is the future that waits for its appends; any other is the
-/// receiving end of its handler's answer.
-type Pending = Pin<Box<dyn Future<Output = Option<Reply>> + Send>>;
+enum Pending {
+    /// The receiving end of a handler's answer.
+    Answer(oneshot::Receiver<Reply>),
+    /// A produce's: the future that waits for its appends.
+    Produce(Pin<Box<dyn Future<Output = Reply> + Send>>),
+}
+
+impl Future for Pending {
+    type Output = Option<Reply>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Reply>> {
+        match self.get_mut() {
+            Self::Answer(answer) => Pin::new(answer).poll(cx).map(Result::ok),
+            Self::Produce(answer) => answer.as_mut().poll(cx).map(Some),
+        }
+    }
+}
 
 /// The produce requests of one connection not yet answered, so that a
 /// request read after them waits for them. Each holds one permit of a
@@ -586,9 +601,13 @@ async fn connection<R, W>(
                         received.elapsed(),
                         matches!(reply, Reply::Close(_)),
                     );
-                    Some(reply)
+                    reply
                 };
-                if slots.send(Box::pin(answer)).await.is_err() {
+                if slots
+                    .send(Pending::Produce(Box::pin(answer)))
+                    .await
+                    .is_err()
+                {
                     break;
                 }
                 activity.request_read();
@@ -600,7 +619,7 @@ async fn connection<R, W>(
             }
         };
         let (done, slot) = oneshot::channel();
-        if slots.send(Box::pin(slot.map(Result::ok))).await.is_err() {
+        if slots.send(Pending::Answer(slot)).await.is_err() {
             break;
         }
         activity.request_read();
@@ -636,7 +655,7 @@ async fn send_replies(
     for reply in replies {
         let closes = matches!(reply, Reply::Close(_));
         let (done, slot) = oneshot::channel();
-        if slots.send(Box::pin(slot.map(Result::ok))).await.is_err() {
+        if slots.send(Pending::Answer(slot)).await.is_err() {
             return false;
         }
         activity.request_read();
