@@ -274,6 +274,17 @@ mod tests {
         let other_log = open(other_dir.path());
         let other = Arc::new(AppendQueue::default());
         let turn = InlineTurn::take().unwrap();
+        // Handed back untouched by the on-the-spot path...
+        let (done, mut unanswered) = oneshot::channel();
+        let job = Job {
+            records: batch("other", 3, None),
+            done,
+        };
+        let job = append_here(&other_log, &changed, job).unwrap();
+        check!(unanswered.try_recv().is_err());
+        check!(other_log.log_end_offset() == PER_BATCH);
+        drop(job);
+        // ...and made by the pool through the queue.
         let waited = other.push(&other_log, &changed, batch("other", 3, None));
         check!(waited.await.unwrap().unwrap().first_offset == PER_BATCH);
         drop(turn);
