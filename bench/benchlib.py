@@ -69,13 +69,19 @@ def read_frame(sock):
     return exact(n)
 
 
-def cpu_seconds(pid):
-    """User plus system CPU seconds the process has used so far, all its
+def cpu_times(pid):
+    """(user, system) CPU seconds the process has used so far, all its
     threads included (/proc/<pid>/stat fields utime and stime)."""
     with open("/proc/%d/stat" % pid) as f:
         # The command name may hold spaces: the fields follow its ")".
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid):
+    """User plus system CPU seconds the process has used so far (see cpu_times)."""
+    return sum(cpu_times(pid))
 
 
 def rss_bytes(pid, field="VmRSS"):

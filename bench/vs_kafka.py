@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import KRABKA_BIN, ROOT, WAIT, Broker, RssSampler, cpu_seconds
+from benchlib import KRABKA_BIN, ROOT, WAIT, Broker, RssSampler, cpu_times
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "compat"))
 import kafka_ref  # noqa: E402
@@ -223,19 +223,22 @@ def kcat_consume(bootstrap, topic, size, records):
 
 
 class Measure:
-    """The broker's CPU seconds and peak RSS around one client run."""
+    """The broker's CPU seconds (and the kernel's part of them) and peak
+    RSS around one client run."""
 
     def __init__(self, pid):
         self.pid = pid
 
     def __enter__(self):
-        self.cpu = cpu_seconds(self.pid)
+        self.user, self.system = cpu_times(self.pid)
         self.rss = RssSampler(self.pid).__enter__()
         return self
 
     def __exit__(self, *exc):
         self.rss.__exit__(*exc)
-        self.cpu = cpu_seconds(self.pid) - self.cpu
+        user, system = cpu_times(self.pid)
+        self.system = system - self.system
+        self.cpu = user - self.user + self.system
         return False
 
 
@@ -273,7 +276,8 @@ def run_target(target, args, results, round_no):
     warm_up(bs, args.warmup_bytes, args.clients)
 
     def record(key, mb_s, moved, m, extra=None):
-        entry = {"mb_s": mb_s, "cpu_gb": m.cpu / (moved / 1e9), "rss": m.rss.peak}
+        entry = {"mb_s": mb_s, "cpu_gb": m.cpu / (moved / 1e9), "sys_gb": m.system / (moved / 1e9),
+                 "rss": m.rss.peak}
         entry.update(extra or {})
         results.setdefault(key, {}).setdefault(target.name, []).append(entry)
         print("  round %d %-6s %-45s %7.1f MB/s %6.2f CPU-s/GB %6.0f MiB%s" % (
@@ -351,10 +355,10 @@ def report(results, args):
                       row, client, med(k, "mb_s"), med(r, "mb_s"), med(k, "p50"), med(r, "p50"),
                       med(k, "p99"), med(r, "p99"), med(k, "cpu_gb"), med(r, "cpu_gb"),
                       med(k, "rss") / 2**20, med(r, "rss") / 2**20))
-    print("\nEvery round (MB/s; CPU-s/GB):\n")
+    print("\nEvery round (MB/s; CPU-s/GB, of which the kernel's in brackets):\n")
     print("| row (client) | Kafka | Krabka |\n| --- | --- | --- |")
     for key, by in results.items():
-        cells = [", ".join("%.0f; %.2f" % (e["mb_s"], e["cpu_gb"]) for e in by.get(name, []))
+        cells = [", ".join("%.0f; %.2f [%.2f]" % (e["mb_s"], e["cpu_gb"], e["sys_gb"]) for e in by.get(name, []))
                  for name in ("Kafka", "Krabka")]
         row, client = key.split(" | ")
         print("| %s (%s) | %s | %s |" % (row, client, *cells))
