@@ -285,8 +285,7 @@ async fn housekeeping(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) 
                         if let Err(e) = p.local_log().maybe_roll() {
                             tracing::warn!(partition = ?p, error = %e, "segment roll failed");
                         }
-                        // Segments rolled here, or by an append of a
-                        // coordinator's, are flushed here.
+                        // Segments rolled here (by time) are flushed here.
                         if let Err(e) = p.local_log().flush_rolled() {
                             tracing::warn!(partition = ?p, error = %e, "flushing rolled segments failed");
                         }

@@ -172,23 +172,30 @@ impl AppendQueue {
                     changed.notify_waiters();
                 }
                 let _ = job.done.send(result);
-                if log.roll_flush_due() {
-                    flush_rolled(log);
-                }
+                flush_rolled(log);
             }
         }
     }
 }
 
-/// Flushes the segments a roll closed on a blocking task of its own, so
-/// that the queue's appends go on while the disk takes them.
-fn flush_rolled(log: &Arc<Log>) {
+/// Flushes the segments a roll of `log` closed, if any, on a blocking task
+/// of its own, so that appends go on while the disk takes them (on the
+/// caller's thread when no runtime is at hand).
+pub(super) fn flush_rolled(log: &Arc<Log>) {
+    if !log.roll_flush_due() {
+        return;
+    }
     let log = Arc::clone(log);
-    crate::blocking::spawn(move || {
+    let flush = move || {
         if let Err(e) = log.flush_rolled() {
             tracing::warn!(dir = %log.dir().display(), error = %e, "flushing rolled segments failed");
         }
-    });
+    };
+    if tokio::runtime::Handle::try_current().is_ok() {
+        crate::blocking::spawn(flush);
+    } else {
+        flush();
+    }
 }
 
 /// Appends `job` on the caller's task if it is small, the broker-wide turn

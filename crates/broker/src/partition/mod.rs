@@ -109,10 +109,13 @@ impl Partition {
         &self.log
     }
 
-    /// Wakes whoever waits on this partition (after an append made
-    /// directly on [`Partition::local_log`]).
+    /// After an append made directly on [`Partition::local_log`] (a
+    /// coordinator's record, a transaction marker): wakes whoever waits on
+    /// this partition and, if the append rolled, flushes the segments it
+    /// closed in the background, as the append queue does for clients.
     pub fn notify_appended(&self) {
         self.changed.notify_waiters();
+        append_queue::flush_rolled(&self.log);
     }
 
     /// The high watermark: the log end offset on a single node.

@@ -586,3 +586,37 @@ async fn many_records_in_memory_leave_in_parts_of_their_own() {
     check!(frame == whole.to_vec());
     broker.partitions.close_all();
 }
+
+/// An append made directly on the log (as a coordinator's is) that rolls
+/// leaves the closed segments to `notify_appended`, which flushes them in
+/// the background and moves the persisted recovery point to the active
+/// segment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_appended_flushes_what_a_direct_append_rolled() {
+    let (dir, broker) = plain(1, &[("log.segment.bytes", "2048")]).await;
+    let p = broker.partitions.get("t", 0).unwrap();
+    let log = Arc::clone(p.local_log());
+    let point_file = log.dir().join(krabka_log::checkpoint::RECOVERY_POINT_FILE);
+    let point = || krabka_log::checkpoint::read_offset(&point_file).unwrap();
+    let before = point();
+    for i in 0..8 {
+        log.append_as_leader(batch(&format!("d{i}"), i, None), super::LEADER_EPOCH)
+            .unwrap();
+    }
+    let active = log.segments().last().unwrap().base_offset;
+    check!(active > 0, "the appends rolled");
+    check!(log.roll_flush_due());
+    check!(point() == before);
+    p.notify_appended();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while log.roll_flush_due() || point() != Some(active) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rolled segments were not flushed: recovery point {:?}, active segment {active}",
+            point()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    broker.partitions.close_all();
+    drop(dir);
+}
