@@ -1174,13 +1174,16 @@ impl Log {
 
     /// fsyncs the segments that rolls closed below the active one, then
     /// moves the recovery point to (at least) the active segment's base and
-    /// persists it (Kafka's flush scheduled after a roll). The log's lock is held
-    /// only to find them and to move the point, so appends go on while the
-    /// disk takes them. Returns whether there was anything to flush.
+    /// persists it (Kafka's flush scheduled after a roll): what it covered
+    /// no longer counts toward `flush.messages`, and `flush.ms` counts from
+    /// now. The log's lock is held only to find them and to move the point,
+    /// so appends go on while the disk takes them. Returns whether there
+    /// was anything to flush.
     ///
     /// # Errors
     ///
-    /// [`LogError::Io`] on a file error (the recovery point stays).
+    /// [`LogError::Io`] on a file error: the recovery point stays, and the
+    /// flush is still due.
     pub fn flush_rolled(&self) -> Result<bool, LogError> {
         if !self.roll_flush_due.swap(false, Ordering::AcqRel) {
             return Ok(false);
@@ -1193,17 +1196,26 @@ impl Log {
             .segments_from(from)
             .take_while(|seg| seg.base_offset() < below)
             .collect();
-        for seg in &closed {
-            if let Err(e) = seg.flush() {
-                self.roll_flush_due.store(true, Ordering::Release);
-                return Err(e);
-            }
+        let moved = closed
+            .iter()
+            .try_for_each(|seg| seg.flush())
+            .and_then(|()| {
+                // A flush meanwhile may have moved the point further: it is
+                // persisted as it stands.
+                let mut inner = self.lock_inner()?;
+                let point = inner.recovery_point.max(below);
+                checkpoint::write_offset(&self.dir.join(RECOVERY_POINT_FILE), point)?;
+                // One message per offset since the last flush (see `append`).
+                let covered = u64::try_from(point - inner.recovery_point).unwrap_or(0);
+                inner.unflushed_messages = inner.unflushed_messages.saturating_sub(covered);
+                inner.recovery_point = point;
+                inner.last_flush_ms = self.clock.now_ms();
+                Ok(())
+            });
+        if let Err(e) = moved {
+            self.roll_flush_due.store(true, Ordering::Release);
+            return Err(e);
         }
-        // A flush meanwhile may have moved the point further: it is
-        // persisted as it stands.
-        let mut inner = self.lock_inner()?;
-        inner.recovery_point = inner.recovery_point.max(below);
-        checkpoint::write_offset(&self.dir.join(RECOVERY_POINT_FILE), inner.recovery_point)?;
         Ok(true)
     }
 

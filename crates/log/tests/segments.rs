@@ -318,3 +318,38 @@ fn a_roll_leaves_its_flush_and_the_recovery_point_to_flush_rolled() {
     check!(!log.roll_flush_due());
     check!(!log.flush_rolled().unwrap());
 }
+
+#[test]
+fn what_flush_rolled_covered_no_longer_counts_toward_flush_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let config = LogConfig {
+        flush_messages: Some(10),
+        ..small_config()
+    };
+    let log = open(dir.path(), config, &clock);
+    // Three records of 2.5 KiB: each of the last two rolls the 4 KiB
+    // segment, so offsets 0 and 1 lie in closed segments.
+    for i in 0..3 {
+        log.append_as_leader(batch(1, 2500, i), LeaderEpoch(0))
+            .unwrap();
+    }
+    check!(log.segments().len() == 3);
+    check!(log.flush_rolled().unwrap());
+    // One message is left unflushed (offset 2): write-only appends of one
+    // record each are taken until the tenth would reach flush.messages.
+    let mut taken = 0;
+    while log
+        .try_append_as_leader(batch(1, 10, 3 + taken), LeaderEpoch(0))
+        .unwrap()
+        .is_some()
+    {
+        taken += 1;
+        assert!(
+            taken <= 10,
+            "flush.messages never declined a write-only append"
+        );
+    }
+    check!(taken == 8);
+    check!(log.segments().len() == 3);
+}
