@@ -6,9 +6,11 @@ between choosing such a port and the server binding it, any client socket
 on the machine may take it (a full run lost a broker to exactly that). So
 ports are drawn below the ephemeral range, where only a listener that
 asks for one by number can sit, and a port is never handed out twice in
-one process.
+one process. Under pytest-xdist each worker draws from a slice of its
+own, so two workers never hand out the same port either.
 """
 
+import os
 import random
 import socket
 import threading
@@ -35,14 +37,28 @@ def _bindable(port):
     return True
 
 
+def _worker_slice(low, high):
+    """The part of [low, high) this process draws from: all of it, or one
+    pytest-xdist worker's share ("gw3" of 4 workers: the fourth quarter)."""
+    try:
+        index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    except ValueError:
+        return low, high
+    if count <= 1 or not 0 <= index < count:
+        return low, high
+    width = (high - low) // count
+    return low + index * width, low + (index + 1) * width
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nothing listens on right now, outside
     the range the kernel takes outgoing connections' ports from."""
-    high = _ephemeral_low()
+    low, high = _worker_slice(_LOWEST, _ephemeral_low())
     with _lock:
-        if high - _LOWEST > 1000:
+        if high - low > 1000:
             for _ in range(200):
-                port = random.randrange(_LOWEST, high)
+                port = random.randrange(low, high)
                 if port not in _given and _bindable(port):
                     _given.add(port)
                     return port
