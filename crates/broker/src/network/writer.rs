@@ -139,17 +139,32 @@ impl SendFile for OwnedWriteHalf {
             stream.writable().await?;
             let mut offset = libc::off_t::try_from(at).map_err(io::Error::other)?;
             let count = usize::try_from((end - at).min(SENDFILE_MAX)).unwrap_or(usize::MAX);
+            let mut short = None;
             let sent = stream.try_io(Interest::WRITABLE, || {
                 // SAFETY: both descriptors stay open for the call (the
                 // stream and the slice's file are borrowed); the kernel
                 // writes only `offset`.
                 let n = unsafe { libc::sendfile(socket, file, &raw mut offset, count) };
                 if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n.unsigned_abs())
+                    return Err(io::Error::last_os_error());
                 }
+                let n = n.unsigned_abs();
+                if n > 0 && n < count && !file_ends_within(slice, at + n as u64) {
+                    // A short send into a file that goes on means the socket
+                    // is full, as tokio takes a short write to mean:
+                    // reporting it as `WouldBlock` clears the readiness, so
+                    // the loop waits for room rather than calling
+                    // `sendfile` again for an EAGAIN (which reads up to
+                    // 64 KiB of the page cache into a pipe for nothing).
+                    short = Some(n);
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
             });
+            let sent = match (sent, short) {
+                (Err(_), Some(n)) => Ok(n),
+                (sent, _) => sent,
+            };
             match sent {
                 Ok(0) => {
                     return Err(WriteEnd::Close(format!(
@@ -172,6 +187,13 @@ impl SendFile for OwnedWriteHalf {
         }
         Ok(())
     }
+}
+
+/// Whether `slice`'s file ends at or before byte `at` (cut under the read),
+/// or cannot be looked at: then a short `sendfile` is not a full socket,
+/// and the next call finds out what it is.
+fn file_ends_within(slice: &FileSlice, at: u64) -> bool {
+    slice.file().metadata().map_or(true, |m| m.len() <= at)
 }
 
 impl<S: AsyncWrite + Send + 'static> SendFile for WriteHalf<S> {
@@ -333,6 +355,45 @@ mod tests {
     async fn a_file_cut_under_the_slice_ends_the_answer_with_a_reason() {
         let (write, client) = pair().await;
         a_cut_file_ends_the_answer(write, client, 1000, 490).await;
+    }
+
+    #[tokio::test]
+    async fn a_file_cut_far_into_a_slice_ends_the_answer_through_a_full_socket() {
+        // Short sends that fill the socket wait for room; the short send
+        // that meets the cut must not wait for room that never comes.
+        let (len, kept) = (8 << 20, 5 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let slice = file_with(&dir, 10, &vec![7u8; len]);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("00000000000000000000.log"))
+            .unwrap()
+            .set_len(10 + kept as u64)
+            .unwrap();
+        let (mut write, mut client) = pair().await;
+        let reader = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let mut got = Vec::new();
+            client.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let parts = Parts::new(vec![Part::File(slice)], None);
+        let mut out = BufWriter::new(&mut write);
+        let end = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            write_parts(&mut out, &parts),
+        )
+        .await
+        .expect("the answer ends within 30 s")
+        .unwrap_err();
+        check!(
+            matches!(&end, WriteEnd::Close(r) if r.contains(&format!("ends at byte {}", 10 + kept)))
+        );
+        drop(out);
+        drop(write);
+        let got = reader.await.unwrap();
+        check!(got.len() == kept);
+        check!(got.iter().all(|&b| b == 7));
     }
 
     /// A stream that must see every byte (as TLS must to encrypt): the
