@@ -314,6 +314,19 @@ mod tests {
         check!(got.get(4 + body.len()..) == Some(&b"tail"[..]));
     }
 
+    /// A slice of `len` bytes of 7 after 10 bytes of junk, whose file is
+    /// then cut `kept` bytes into the slice.
+    fn cut_file(dir: &tempfile::TempDir, len: usize, kept: usize) -> FileSlice {
+        let slice = file_with(dir, 10, &vec![7u8; len]);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("00000000000000000000.log"))
+            .unwrap()
+            .set_len(10 + kept as u64)
+            .unwrap();
+        slice
+    }
+
     /// Sends a slice of `len` bytes whose file is cut `kept` bytes into it:
     /// the answer ends with the reason, and the client reads the bytes that
     /// existed, then the end: never others.
@@ -323,13 +336,7 @@ mod tests {
         C: AsyncRead + Unpin,
     {
         let dir = tempfile::tempdir().unwrap();
-        let slice = file_with(&dir, 10, &vec![7u8; len]);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.path().join("00000000000000000000.log"))
-            .unwrap()
-            .set_len(10 + kept as u64)
-            .unwrap();
+        let slice = cut_file(&dir, len, kept);
         let parts = Parts::new(vec![Part::File(slice)], None);
         let mut out = BufWriter::new(&mut write);
         let end = write_parts(&mut out, &parts).await.unwrap_err();
@@ -363,13 +370,7 @@ mod tests {
         // that meets the cut must not wait for room that never comes.
         let (len, kept) = (8 << 20, 5 << 20);
         let dir = tempfile::tempdir().unwrap();
-        let slice = file_with(&dir, 10, &vec![7u8; len]);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.path().join("00000000000000000000.log"))
-            .unwrap()
-            .set_len(10 + kept as u64)
-            .unwrap();
+        let slice = cut_file(&dir, len, kept);
         let (mut write, mut client) = pair().await;
         let reader = tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
