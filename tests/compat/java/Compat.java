@@ -451,6 +451,21 @@ public class Compat {
         return m;
     }
 
+    /**
+     * The topic's configs once {@code name} no longer reads {@code previous}, or
+     * as they read after 10 s. Kafka answers IncrementalAlterConfigs when the
+     * controller has committed the change, and DescribeConfigs reads the
+     * broker's copy of the metadata, which may not have caught up yet.
+     */
+    Map<String, ConfigEntry> topicConfigAfterChange(String t, String name, ConfigEntry previous) throws Exception {
+        Map<String, ConfigEntry> m = topicConfig(t);
+        for (long until = System.currentTimeMillis() + 10_000; System.currentTimeMillis() < until; Thread.sleep(100)) {
+            if (!java.util.Objects.equals(m.get(name).value(), previous.value())) break;
+            m = topicConfig(t);
+        }
+        return m;
+    }
+
     /** DescribeConfigs (values and sources), IncrementalAlterConfigs, CreatePartitions. */
     void configs() throws Exception {
         String t = topic("configs");
@@ -466,13 +481,14 @@ public class Compat {
                 new AlterConfigOp(new ConfigEntry("retention.ms", "1000000"), AlterConfigOp.OpType.SET),
                 new AlterConfigOp(new ConfigEntry("segment.bytes", ""), AlterConfigOp.OpType.DELETE),
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.APPEND)))).all().get()));
-        Map<String, ConfigEntry> after = topicConfig(t);
+        Map<String, ConfigEntry> after = topicConfigAfterChange(t, "retention.ms", before.get("retention.ms"));
         for (String name : List.of("retention.ms", "segment.bytes", "cleanup.policy")) {
             put("altered." + name, describeEntry(after.get(name)));
         }
         put("alter.subtract", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SUBTRACT)))).all().get()));
-        put("subtracted.cleanup.policy", describeEntry(topicConfig(t).get("cleanup.policy")));
+        put("subtracted.cleanup.policy", describeEntry(
+                topicConfigAfterChange(t, "cleanup.policy", after.get("cleanup.policy")).get("cleanup.policy")));
         put("alter.bad_value", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
                 new AlterConfigOp(new ConfigEntry("retention.ms", "soon"), AlterConfigOp.OpType.SET)))).all().get()));
         put("alter.unknown_name", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
