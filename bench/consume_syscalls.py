@@ -1,8 +1,9 @@
 """Where a consume's kernel time goes, per GB sent (issue 21): the broker's
 user and system CPU, its context switches, the loopback interface's packets
-and their mean size, and (with `perf` at hand) how many of each syscall the
-broker makes, while Kafka's own `ConsumerPerformance` reads 1 KiB records
-from a topic of `--partitions` partitions.
+and their mean size, (with `perf` at hand) how many of each syscall the
+broker makes, and the client's fetches (count, mean size and latency, from
+the consumer's own metrics), while Kafka's own `ConsumerPerformance` reads
+1 KiB records from a topic of `--partitions` partitions.
 
 Brokers, each on a fresh data directory under `--dir`: Apache Kafka
 (`--kafka`, as `vs_kafka.py` runs it) and any number of Krabka binaries
@@ -82,7 +83,8 @@ def measure(name, bootstrap, pid, partitions, records):
     time.sleep(2)  # the produce's last flushes and acknowledgements settle
     cpu0, ctx0, lo0 = cpu_times(pid), context_switches(pid), loopback()
     perf = start_perf(pid)
-    mbs = vs_kafka.java_consume(bootstrap, topic, SIZE, records)
+    fetches = {}
+    mbs = vs_kafka.java_consume(bootstrap, topic, SIZE, records, metrics=fetches)
     calls = stop_perf(perf)
     cpu1, ctx1, lo1 = cpu_times(pid), context_switches(pid), loopback()
     vs_kafka.delete_topics(bootstrap, [topic])
@@ -93,6 +95,9 @@ def measure(name, bootstrap, pid, partitions, records):
               name, mbs, (cpu1[0] - cpu0[0]) / gb, (cpu1[1] - cpu0[1]) / gb,
               (ctx1[0] - ctx0[0]) / gb, (ctx1[1] - ctx0[1]) / gb,
               packets / gb, (lo1[1] - lo0[1]) / max(1, packets)), flush=True)
+    print("         client: %.0f fetches/GB of %.2f MB, fetch latency %.1f ms mean, %.0f ms max" % (
+        fetches.get("fetch-total", 0) / gb, fetches.get("fetch-size-avg", 0) / 1e6,
+        fetches.get("fetch-latency-avg", 0), fetches.get("fetch-latency-max", 0)), flush=True)
     if calls:
         print("         syscalls/GB: " + "  ".join("%s %.0f" % (s, calls.get(s, 0) / gb) for s in SYSCALLS),
               flush=True)

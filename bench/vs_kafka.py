@@ -65,6 +65,10 @@ TOOL_JVM_OPTS = ["-Xmx512M", "-XX:+UseG1GC", "-Djava.awt.headless=true"] + KAFKA
 TOOLS = "org.apache.kafka.tools."
 CLIENT_TIMEOUT = 20 * WAIT  # seconds one client run may take
 
+# ConsumerPerformance's summary line starts with its start and end times.
+SUMMARY = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}, ")
+# --print-metrics: "consumer-fetch-manager-metrics:fetch-latency-avg:{client-id=...} : 11.69"
+FETCH_METRIC = re.compile(r"consumer-fetch-manager-metrics:([a-z-]+):\{client-id=[^,}]*\}\s*:\s*([-\d.E]+)\s*$")
 PRODUCED = re.compile(r"(\d+) (?:steady state )?records sent, ([\d.]+) records/sec .*?([\d.]+) ms 50th, ([\d.]+) ms 95th, "
                       r"([\d.]+) ms 99th, ([\d.]+) ms 99\.9th")
 
@@ -162,14 +166,24 @@ def java_produce(bootstrap, topic, size, records, acks, warmup, rate=-1, extra=(
     raise RuntimeError("no summary in ProducerPerformance's output:\n" + "\n".join(lines))
 
 
-def java_consume(bootstrap, topic, size, records):
-    """ConsumerPerformance; returns MB/s of the fetch phase (its rebalance excluded)."""
+def java_consume(bootstrap, topic, size, records, metrics=None):
+    """ConsumerPerformance; returns MB/s of the fetch phase (its rebalance excluded).
+    With a dict as `metrics`, the consumer's fetch metrics (`fetch-total`,
+    `fetch-latency-avg`, ...: the tool's `--print-metrics`) go into it."""
     lines = java_tool("ConsumerPerformance", [
         "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records,
-        "--timeout", 60_000, "--hide-header", "--group", "vs-kafka-%d" % time.time_ns()])
+        "--timeout", 60_000, "--hide-header", "--group", "vs-kafka-%d" % time.time_ns(),
+        *(["--print-metrics"] if metrics is not None else [])])
+    summary = [line for line in lines if SUMMARY.match(line)]
+    if not summary:
+        raise RuntimeError("no summary in ConsumerPerformance's output:\n" + "\n".join(lines))
+    for line in lines if metrics is not None else ():
+        m = FETCH_METRIC.match(line)
+        if m:
+            metrics[m.group(1)] = float(m.group(2))
     # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
     # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
-    fields = [f.strip() for f in lines[-1].split(",")]
+    fields = [f.strip() for f in summary[-1].split(",")]
     got, fetch_rec_s = int(fields[4]), float(fields[9])
     if got < records:
         raise RuntimeError("ConsumerPerformance read %d of %d records" % (got, records))
