@@ -452,18 +452,27 @@ public class Compat {
     }
 
     /**
-     * The topic's configs once {@code name} no longer reads {@code previous}, or
-     * as they read after 10 s. Kafka answers IncrementalAlterConfigs when the
+     * The topic's configs once {@code name} no longer reads as in {@code previous},
+     * or as they read after 10 s; at once if the alter recorded under
+     * {@code alterKey} failed. Kafka answers IncrementalAlterConfigs when the
      * controller has committed the change, and DescribeConfigs reads the
      * broker's copy of the metadata, which may not have caught up yet.
      */
-    Map<String, ConfigEntry> topicConfigAfterChange(String t, String name, ConfigEntry previous) throws Exception {
+    Map<String, ConfigEntry> topicConfigAfterChange(String t, String alterKey, String name,
+            Map<String, ConfigEntry> previous) throws Exception {
+        String before = valueOf(previous, name);
         Map<String, ConfigEntry> m = topicConfig(t);
+        if (!"ok".equals(out.get(scenario + "." + alterKey))) return m;
         for (long until = System.currentTimeMillis() + 10_000; System.currentTimeMillis() < until; Thread.sleep(100)) {
-            if (!java.util.Objects.equals(m.get(name).value(), previous.value())) break;
+            if (!java.util.Objects.equals(valueOf(m, name), before)) break;
             m = topicConfig(t);
         }
         return m;
+    }
+
+    static String valueOf(Map<String, ConfigEntry> configs, String name) {
+        ConfigEntry e = configs.get(name);
+        return e == null ? "absent" : e.value();
     }
 
     /** DescribeConfigs (values and sources), IncrementalAlterConfigs, CreatePartitions. */
@@ -481,14 +490,14 @@ public class Compat {
                 new AlterConfigOp(new ConfigEntry("retention.ms", "1000000"), AlterConfigOp.OpType.SET),
                 new AlterConfigOp(new ConfigEntry("segment.bytes", ""), AlterConfigOp.OpType.DELETE),
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.APPEND)))).all().get()));
-        Map<String, ConfigEntry> after = topicConfigAfterChange(t, "retention.ms", before.get("retention.ms"));
+        Map<String, ConfigEntry> after = topicConfigAfterChange(t, "alter.set_delete_append", "retention.ms", before);
         for (String name : List.of("retention.ms", "segment.bytes", "cleanup.policy")) {
             put("altered." + name, describeEntry(after.get(name)));
         }
         put("alter.subtract", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SUBTRACT)))).all().get()));
         put("subtracted.cleanup.policy", describeEntry(
-                topicConfigAfterChange(t, "cleanup.policy", after.get("cleanup.policy")).get("cleanup.policy")));
+                topicConfigAfterChange(t, "alter.subtract", "cleanup.policy", after).get("cleanup.policy")));
         put("alter.bad_value", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
                 new AlterConfigOp(new ConfigEntry("retention.ms", "soon"), AlterConfigOp.OpType.SET)))).all().get()));
         put("alter.unknown_name", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
