@@ -25,7 +25,7 @@ import tempfile
 import time
 
 import vs_kafka
-from benchlib import Broker, cpu_times
+from benchlib import cpu_times
 
 SIZE = 1024
 SYSCALLS = ["sendfile64", "epoll_wait", "write", "writev", "sendto", "read", "recvfrom", "futex"]
@@ -124,26 +124,12 @@ def main():
                 name = "Kafka"
             else:
                 name, _, binary = target.partition("=")
-                broker = KrabkaBinary(args.dir, binary)
+                broker = vs_kafka.KrabkaTarget(args.dir, binary=binary)
             try:
                 vs_kafka.warm_up(broker.bootstrap, 1e8, ["java"])
                 measure(name, broker.bootstrap, broker.pid, args.partitions, records)
             finally:
                 broker.stop()
-
-
-class KrabkaBinary(vs_kafka.KrabkaTarget):
-    """Krabka from `binary` on a fresh directory under `parent`."""
-
-    def __init__(self, parent, binary):
-        self.dir = tempfile.mkdtemp(prefix="krabka-", dir=parent)
-        try:
-            self.broker = Broker(None, directory=self.dir, binary=binary)
-        except BaseException:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise
-        self.bootstrap = self.broker.bootstrap
-        self.pid = self.broker.process.pid
 
 
 if __name__ == "__main__":

@@ -97,14 +97,15 @@ class KafkaTarget:
 
 
 class KrabkaTarget:
-    """Krabka on a fresh directory under `parent`; removed on stop."""
+    """Krabka (`binary`, else the release build) on a fresh directory under
+    `parent`; removed on stop."""
 
     name = "Krabka"
 
-    def __init__(self, parent, settings=None):
+    def __init__(self, parent, settings=None, binary=None):
         self.dir = tempfile.mkdtemp(prefix="krabka-", dir=parent)
         try:
-            self.broker = Broker(settings, directory=self.dir)
+            self.broker = Broker(settings, directory=self.dir, binary=binary)
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
